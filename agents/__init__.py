@@ -1,0 +1,1 @@
+"""Tessera agents: the node agent, cluster backends and (later) the Celery tasks."""

@@ -1,0 +1,1 @@
+"""Chargeback: the GPU-hour ledger, rates, reports and procurement analysis."""

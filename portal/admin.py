@@ -1,0 +1,55 @@
+from django.contrib import admin
+from django.db.models import Count
+
+from portal.models import BusinessUnit, Membership, Project, Team
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    autocomplete_fields = ["user"]
+
+
+class ProjectInline(admin.TabularInline):
+    model = Project
+    extra = 0
+
+
+@admin.register(BusinessUnit)
+class BusinessUnitAdmin(admin.ModelAdmin):
+    list_display = ["name", "cost_center", "team_count"]
+    search_fields = ["name", "cost_center"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(_team_count=Count("teams"))
+
+    @admin.display(ordering="_team_count", description="teams")
+    def team_count(self, obj):
+        return obj._team_count
+
+
+@admin.register(Team)
+class TeamAdmin(admin.ModelAdmin):
+    list_display = ["name", "business_unit", "guaranteed_gpus", "burst_limit_gpus", "weight"]
+    list_filter = ["business_unit"]
+    search_fields = ["name", "business_unit__name"]
+    list_select_related = ["business_unit"]
+    filter_horizontal = ["allowed_priority_classes"]
+    inlines = [ProjectInline, MembershipInline]
+
+
+@admin.register(Project)
+class ProjectAdmin(admin.ModelAdmin):
+    list_display = ["name", "team", "cost_code"]
+    list_filter = ["team__business_unit", "team"]
+    search_fields = ["name", "team__name", "cost_code"]
+    list_select_related = ["team"]
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ["user", "team", "role"]
+    list_filter = ["role", "team"]
+    search_fields = ["user__username", "user__email", "team__name"]
+    list_select_related = ["user", "team"]
+    autocomplete_fields = ["user", "team"]

@@ -1,0 +1,102 @@
+"""Typed readers for settings taken from the environment.
+
+Each helper rejects a malformed value with an ImproperlyConfigured error that names the
+variable, so a bad deployment stops at start-up instead of misbehaving later.
+"""
+
+import os
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _bad(name: str, value: str, expected: str) -> ImproperlyConfigured:
+    return ImproperlyConfigured(f"Environment variable {name}={value!r} is invalid: expected {expected}.")
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise _bad(name, raw, "one of 1/0, true/false, yes/no, on/off")
+
+
+def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise _bad(name, raw, "a whole number") from None
+    if minimum is not None and value < minimum:
+        raise _bad(name, raw, f"a whole number >= {minimum}")
+    return value
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    items = [item.strip() for item in raw.split(",") if item.strip()]
+    if not items:
+        raise _bad(name, raw, "a comma-separated list with at least one item")
+    return items
+
+
+def env_database(name: str, default: str) -> dict:
+    raw = os.environ.get(name, default)
+    if "://" not in raw:
+        raise _bad(name, raw, "a URL such as postgres://user@host:5432/db or sqlite:///path")
+    try:
+        config = dj_database_url.parse(raw, conn_max_age=60)
+    except ValueError as error:
+        raise _bad(name, raw, f"a supported database URL ({error})") from None
+    if not config.get("NAME"):
+        raise _bad(name, raw, "a URL that names the database")
+    return config
+
+
+def env_redis_url(name: str, default: str) -> str:
+    raw = os.environ.get(name, default)
+    if not raw.startswith(("redis://", "rediss://", "memory://")):
+        raise _bad(name, raw, "a URL starting with redis:// or rediss://")
+    return raw
+
+
+def env_secret_key(name: str, *, debug: bool, demo_key_file) -> str:
+    """The secret key; only a DEBUG (demo) instance may fall back to a generated one."""
+    raw = os.environ.get(name, "")
+    if raw:
+        if len(raw) < 32:
+            raise _bad(name, "<hidden>", "at least 32 characters")
+        return raw
+    if not debug:
+        raise ImproperlyConfigured(
+            f"Environment variable {name} is not set. It is required when DEBUG is off; "
+            "set DEBUG=1 only for the embedded demo."
+        )
+    return _demo_secret_key(demo_key_file)
+
+
+def _demo_secret_key(path) -> str:
+    from django.core.management.utils import get_random_secret_key
+
+    if path.exists():
+        return path.read_text().strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = get_random_secret_key()
+    path.write_text(key)
+    return key

@@ -1,0 +1,27 @@
+"""`make demo`: migrate, load the demo data and serve the portal, all in one process."""
+
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+# In-process loops the embedded demo runs beside the web server. Each entry is a callable
+# started on a daemon thread before the server starts (the scheduler loop and the simulated
+# node agents hang here).
+EMBEDDED_LOOPS: list = []
+
+
+class Command(BaseCommand):
+    help = "Run the embedded demo: SQLite, demo data, in-process loops and the web server."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--addrport", default="127.0.0.1:8000")
+        parser.add_argument("--no-serve", action="store_true", help="Set up and exit.")
+
+    def handle(self, *args, addrport, no_serve, **options):
+        call_command("migrate", interactive=False, verbosity=0)
+        call_command("load_demo")
+        if no_serve:
+            return
+        for start_loop in EMBEDDED_LOOPS:
+            start_loop()
+        self.stdout.write(f"Serving http://{addrport}/  (admin at /admin/)")
+        call_command("runserver", addrport, use_reloader=False)

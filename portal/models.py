@@ -1,0 +1,95 @@
+"""Tenancy: business units own teams, teams own projects, users belong to teams by role."""
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.validators import MinValueValidator, RegexValidator
+from django.db import models
+from django.db.models import F, Q
+
+FINANCE_GROUP = "Finance"
+
+# A team is a Kubernetes namespace, so its name must be a valid DNS-1123 label.
+namespace_validator = RegexValidator(
+    r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+    "Use lowercase letters, digits and '-', starting and ending with a letter or digit (max 63).",
+)
+
+
+class BusinessUnit(models.Model):
+    name = models.CharField(max_length=100, unique=True)
+    cost_center = models.CharField(max_length=40, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Team(models.Model):
+    name = models.CharField(max_length=63, unique=True, validators=[namespace_validator],
+                            help_text="Also the Kubernetes namespace of the team's jobs.")
+    business_unit = models.ForeignKey(BusinessUnit, on_delete=models.PROTECT, related_name="teams")
+    guaranteed_gpus = models.DecimalField(
+        max_digits=8, decimal_places=3, default=Decimal("0"), validators=[MinValueValidator(0)],
+        help_text="GPU units always available to the team (a MIG slice counts compute/7).")
+    burst_limit_gpus = models.DecimalField(
+        max_digits=8, decimal_places=3, default=Decimal("0"), validators=[MinValueValidator(0)],
+        help_text="Most GPU units the team may hold, borrowed capacity included.")
+    weight = models.FloatField(default=1.0, validators=[MinValueValidator(0.01)],
+                               help_text="Share of idle capacity lent to the team, relative to others.")
+    allowed_priority_classes = models.ManyToManyField(
+        "scheduling.PriorityClass", blank=True, related_name="teams",
+        help_text="Priority classes the team's leads may use; members get the non-production ones.")
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(condition=Q(guaranteed_gpus__gte=0), name="team_guaranteed_non_negative"),
+            models.CheckConstraint(condition=Q(burst_limit_gpus__gte=F("guaranteed_gpus")),
+                                   name="team_burst_at_least_guaranteed"),
+            models.CheckConstraint(condition=Q(weight__gt=0), name="team_weight_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def namespace(self) -> str:
+        return self.name
+
+
+class Project(models.Model):
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="projects")
+    name = models.CharField(max_length=100)
+    cost_code = models.CharField(max_length=40, blank=True)
+
+    class Meta:
+        ordering = ["team__name", "name"]
+        constraints = [models.UniqueConstraint(fields=["team", "name"], name="project_unique_per_team")]
+
+    def __str__(self) -> str:
+        return f"{self.team.name}/{self.name}"
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        LEAD = "lead", "Team lead"
+        MEMBER = "member", "Member"
+        VIEWER = "viewer", "Viewer"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+
+    class Meta:
+        ordering = ["team__name", "user__username"]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "team"], name="membership_unique_user_team"),
+            models.CheckConstraint(condition=Q(role__in=["lead", "member", "viewer"]),
+                                   name="membership_role_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} — {self.team} ({self.role})"

@@ -1,0 +1,1 @@
+"""Cluster state (Django models) and, under engine/, the plain-Python scheduling engine."""

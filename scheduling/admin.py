@@ -1,0 +1,140 @@
+from django.contrib import admin, messages
+from django.db.models import Count
+
+from scheduling.models import (
+    CapacityTier,
+    Gpu,
+    GpuSample,
+    Job,
+    JobEvent,
+    MigInstance,
+    NetworkSwitch,
+    Node,
+    Placement,
+    PriorityClass,
+)
+
+
+@admin.register(CapacityTier)
+class CapacityTierAdmin(admin.ModelAdmin):
+    list_display = ["name", "reclaimable", "reclaim_notice_s"]
+
+
+@admin.register(NetworkSwitch)
+class NetworkSwitchAdmin(admin.ModelAdmin):
+    list_display = ["name", "kind", "parent", "oversubscription"]
+    list_filter = ["kind"]
+    search_fields = ["name"]
+
+
+class GpuInline(admin.TabularInline):
+    model = Gpu
+    extra = 0
+    fields = ["index", "uuid", "model", "memory_gb", "mig_capable", "mig_enabled", "utilization"]
+    readonly_fields = ["utilization"]
+
+
+@admin.register(Node)
+class NodeAdmin(admin.ModelAdmin):
+    list_display = ["name", "state", "tier", "leaf_switch", "gpu_model", "interconnect", "gpu_count",
+                    "cpu_cores", "memory_gb", "last_heartbeat"]
+    list_filter = ["state", "tier", "gpu_model", "interconnect", "leaf_switch"]
+    search_fields = ["name", "gpu_model"]
+    list_select_related = ["tier", "leaf_switch"]
+    inlines = [GpuInline]
+    actions = ["drain", "mark_ready"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(_gpu_count=Count("gpus"))
+
+    @admin.display(ordering="_gpu_count", description="GPUs")
+    def gpu_count(self, obj):
+        return obj._gpu_count
+
+    @admin.action(description="Drain: place no new work on the selected nodes")
+    def drain(self, request, queryset):
+        changed = queryset.exclude(state=Node.State.LOST).update(state=Node.State.DRAINING)
+        self.message_user(request, f"{changed} node(s) draining.", messages.SUCCESS)
+
+    @admin.action(description="Mark ready")
+    def mark_ready(self, request, queryset):
+        changed = queryset.update(state=Node.State.READY)
+        self.message_user(request, f"{changed} node(s) ready.", messages.SUCCESS)
+
+
+class MigInstanceInline(admin.TabularInline):
+    model = MigInstance
+    extra = 0
+
+
+@admin.register(Gpu)
+class GpuAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "model", "memory_gb", "mig_capable", "mig_enabled", "utilization",
+                    "memory_used_gb"]
+    list_filter = ["model", "mig_enabled", "node__tier"]
+    search_fields = ["uuid", "node__name", "model"]
+    list_select_related = ["node"]
+    inlines = [MigInstanceInline]
+
+
+@admin.register(MigInstance)
+class MigInstanceAdmin(admin.ModelAdmin):
+    list_display = ["gpu", "profile", "start_slot", "size_slots", "compute_slices", "memory_gb"]
+    list_filter = ["profile", "gpu__model"]
+    search_fields = ["gpu__node__name", "gpu__uuid", "profile"]
+    list_select_related = ["gpu__node"]
+
+
+@admin.register(PriorityClass)
+class PriorityClassAdmin(admin.ModelAdmin):
+    list_display = ["name", "value", "preemptible", "lead_only", "description"]
+
+
+class PlacementInline(admin.TabularInline):
+    model = Placement
+    extra = 0
+    raw_id_fields = ["gpu", "mig_instance"]
+
+
+class JobEventInline(admin.TabularInline):
+    model = JobEvent
+    extra = 0
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    list_display = ["id", "name", "team", "project", "kind", "priority_class", "status", "gpus",
+                    "gpu_memory_gb", "borrowed", "queue_order", "pending_reason_code", "submitted_at"]
+    list_filter = ["status", "kind", "priority_class", "borrowed", "team__business_unit", "team"]
+    search_fields = ["name", "team__name", "project__name", "submitted_by__username", "id"]
+    list_select_related = ["team", "project", "priority_class"]
+    raw_id_fields = ["submitted_by"]
+    date_hierarchy = "submitted_at"
+    readonly_fields = ["submitted_at", "updated_at"]
+    inlines = [PlacementInline, JobEventInline]
+
+
+@admin.register(Placement)
+class PlacementAdmin(admin.ModelAdmin):
+    list_display = ["job", "gpu", "mig_instance", "share_milli", "memory_gb", "started_at", "ended_at",
+                    "end_reason"]
+    list_filter = [("ended_at", admin.EmptyFieldListFilter), "end_reason", "gpu__node__tier"]
+    search_fields = ["job__name", "gpu__node__name", "gpu__uuid"]
+    list_select_related = ["job", "gpu__node", "mig_instance"]
+    raw_id_fields = ["job", "gpu", "mig_instance"]
+
+
+@admin.register(JobEvent)
+class JobEventAdmin(admin.ModelAdmin):
+    list_display = ["job", "at", "kind", "message"]
+    list_filter = ["kind"]
+    search_fields = ["job__name", "message"]
+    raw_id_fields = ["job"]
+
+
+@admin.register(GpuSample)
+class GpuSampleAdmin(admin.ModelAdmin):
+    list_display = ["gpu", "at", "utilization", "memory_used_gb"]
+    list_filter = ["gpu__node"]
+    raw_id_fields = ["gpu"]
+    date_hierarchy = "at"

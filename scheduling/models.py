@@ -1,0 +1,311 @@
+"""Cluster state and work: the rows the scheduling engine's snapshot is built from."""
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import F, Q
+
+
+class CapacityTier(models.Model):
+    class Name(models.TextChoices):
+        RESERVED = "reserved", "Reserved"
+        ON_DEMAND = "on-demand", "On-demand"
+        SPOT = "spot", "Spot"
+
+    name = models.CharField(max_length=20, choices=Name.choices, unique=True)
+    reclaimable = models.BooleanField(default=False, help_text="The provider may take nodes back (spot).")
+    reclaim_notice_s = models.PositiveIntegerField(default=0, help_text="Notice before a reclaim.")
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.CheckConstraint(condition=Q(name__in=["reserved", "on-demand", "spot"]),
+                                              name="tier_name_valid")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class NetworkSwitch(models.Model):
+    class Kind(models.TextChoices):
+        LEAF = "leaf", "Leaf"
+        SPINE = "spine", "Spine"
+
+    name = models.CharField(max_length=63, unique=True)
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT,
+                               related_name="children", help_text="The spine a leaf hangs off.")
+    oversubscription = models.FloatField(default=1.0, validators=[MinValueValidator(1.0)])
+
+    class Meta:
+        ordering = ["kind", "name"]
+        verbose_name_plural = "network switches"
+        constraints = [
+            models.CheckConstraint(condition=Q(kind__in=["leaf", "spine"]), name="switch_kind_valid"),
+            models.CheckConstraint(condition=Q(oversubscription__gte=1.0), name="switch_oversub_min_one"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.kind})"
+
+
+class Node(models.Model):
+    class Interconnect(models.TextChoices):
+        NVSWITCH = "nvswitch", "NVSwitch (all-to-all)"
+        NVLINK_PAIRS = "nvlink-pairs", "NVLink pairs"
+        PCIE = "pcie", "PCIe only"
+
+    class State(models.TextChoices):
+        READY = "ready", "Ready"
+        DRAINING = "draining", "Draining"
+        LOST = "lost", "Lost"
+
+    name = models.CharField(max_length=253, unique=True)
+    tier = models.ForeignKey(CapacityTier, on_delete=models.PROTECT, related_name="nodes")
+    leaf_switch = models.ForeignKey(NetworkSwitch, on_delete=models.PROTECT, related_name="nodes",
+                                    limit_choices_to={"kind": "leaf"})
+    gpu_model = models.CharField(max_length=40)
+    interconnect = models.CharField(max_length=20, choices=Interconnect.choices)
+    cpu_cores = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    memory_gb = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    nics = models.PositiveSmallIntegerField(default=1)
+    nic_gbps = models.PositiveIntegerField(default=100)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.READY)
+    last_heartbeat = models.DateTimeField(null=True, blank=True)
+    agent_url = models.URLField(blank=True, help_text="The node agent's address, polled by workers.")
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(condition=Q(state__in=["ready", "draining", "lost"]), name="node_state_valid"),
+            models.CheckConstraint(condition=Q(interconnect__in=["nvswitch", "nvlink-pairs", "pcie"]),
+                                   name="node_interconnect_valid"),
+            models.CheckConstraint(condition=Q(cpu_cores__gte=1) & Q(memory_gb__gte=1),
+                                   name="node_capacity_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Gpu(models.Model):
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="gpus")
+    index = models.PositiveSmallIntegerField()
+    uuid = models.CharField(max_length=64, unique=True)
+    model = models.CharField(max_length=40)
+    memory_gb = models.FloatField(validators=[MinValueValidator(1)])
+    mig_capable = models.BooleanField(default=False)
+    mig_enabled = models.BooleanField(default=False)
+    utilization = models.FloatField(default=0.0, help_text="Last measured SM utilisation, 0–1.")
+    memory_used_gb = models.FloatField(default=0.0)
+
+    class Meta:
+        ordering = ["node__name", "index"]
+        verbose_name = "GPU"
+        constraints = [
+            models.UniqueConstraint(fields=["node", "index"], name="gpu_unique_index_per_node"),
+            models.CheckConstraint(condition=Q(memory_gb__gt=0), name="gpu_memory_positive"),
+            models.CheckConstraint(condition=Q(mig_enabled=False) | Q(mig_capable=True),
+                                   name="gpu_mig_needs_capable"),
+            models.CheckConstraint(condition=Q(utilization__gte=0) & Q(utilization__lte=1),
+                                   name="gpu_utilization_fraction"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node.name}/gpu{self.index}"
+
+
+class MigInstance(models.Model):
+    gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="mig_instances")
+    profile = models.CharField(max_length=30, help_text="As the driver names it, e.g. 3g.40gb.")
+    start_slot = models.PositiveSmallIntegerField(validators=[MaxValueValidator(7)])
+    size_slots = models.PositiveSmallIntegerField(validators=[MinValueValidator(1), MaxValueValidator(8)])
+    compute_slices = models.PositiveSmallIntegerField(validators=[MinValueValidator(1), MaxValueValidator(7)])
+    memory_gb = models.FloatField()
+
+    class Meta:
+        ordering = ["gpu", "start_slot"]
+        verbose_name = "MIG instance"
+        constraints = [
+            models.UniqueConstraint(fields=["gpu", "start_slot"], name="mig_unique_start_per_gpu"),
+            models.CheckConstraint(condition=Q(start_slot__lte=7) & Q(size_slots__gte=1) & Q(size_slots__lte=8),
+                                   name="mig_slot_range"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.gpu} {self.profile}@{self.start_slot}"
+
+
+class PriorityClass(models.Model):
+    name = models.CharField(max_length=40, unique=True)
+    value = models.IntegerField(unique=True, help_text="Higher runs first and may preempt lower.")
+    preemptible = models.BooleanField(default=True)
+    lead_only = models.BooleanField(default=False, help_text="Only team leads may submit with it.")
+    description = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["-value"]
+        verbose_name_plural = "priority classes"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+JOB_STATUSES = ["pending", "running", "checkpointing", "preempted", "completed", "failed", "cancelled"]
+JOB_KINDS = ["inference", "training", "interactive", "batch"]
+
+
+class Job(models.Model):
+    class Kind(models.TextChoices):
+        INFERENCE = "inference", "Inference"
+        TRAINING = "training", "Training"
+        INTERACTIVE = "interactive", "Interactive"
+        BATCH = "batch", "Batch"
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        RUNNING = "running", "Running"
+        CHECKPOINTING = "checkpointing", "Checkpointing"
+        PREEMPTED = "preempted", "Preempted"
+        COMPLETED = "completed", "Completed"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    ACTIVE_STATUSES = ("pending", "running", "checkpointing", "preempted")
+    FINISHED_STATUSES = ("completed", "failed", "cancelled")
+
+    team = models.ForeignKey("portal.Team", on_delete=models.PROTECT, related_name="jobs")
+    project = models.ForeignKey("portal.Project", on_delete=models.PROTECT, related_name="jobs")
+    submitted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL,
+                                     related_name="jobs")
+    name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    priority_class = models.ForeignKey(PriorityClass, on_delete=models.PROTECT, related_name="jobs")
+    gpus = models.PositiveSmallIntegerField(default=0, help_text="Whole GPUs; 0 means a sub-GPU job.")
+    gpu_memory_gb = models.FloatField(default=0, help_text="Memory need per GPU (decides the slice).")
+    gpu_models = models.CharField(max_length=200, blank=True, help_text="Allowed models, '|'-separated.")
+    cpu_cores = models.FloatField(default=1)
+    memory_gb = models.FloatField(default=8)
+    gang = models.BooleanField(default=True, help_text="All GPUs at once or none.")
+    checkpoint_interval_s = models.PositiveIntegerField(null=True, blank=True)
+    max_runtime_s = models.PositiveIntegerField(null=True, blank=True)
+    expected_runtime_s = models.PositiveIntegerField(null=True, blank=True)
+    preemptible = models.BooleanField(default=True)
+    image = models.CharField(max_length=300, blank=True)
+    command = models.CharField(max_length=1000, blank=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
+    queue_order = models.IntegerField(default=0, help_text="Lead-set order within the team; lower first.")
+    borrowed = models.BooleanField(default=False, help_text="Runs on capacity above the team's quota.")
+    progress_s = models.FloatField(default=0, help_text="Work saved by the last checkpoint.")
+    last_checkpoint_at = models.DateTimeField(null=True, blank=True)
+    pending_reason_code = models.CharField(max_length=40, blank=True)
+    pending_reason = models.CharField(max_length=500, blank=True)
+    estimated_start = models.DateTimeField(null=True, blank=True)
+    queue_position_team = models.PositiveIntegerField(null=True, blank=True)
+    queue_position_overall = models.PositiveIntegerField(null=True, blank=True)
+    submitted_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-submitted_at"]
+        indexes = [
+            models.Index(fields=["status", "team"]),
+            models.Index(fields=["team", "queue_order"]),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(status__in=JOB_STATUSES), name="job_status_valid"),
+            models.CheckConstraint(condition=Q(kind__in=JOB_KINDS), name="job_kind_valid"),
+            models.CheckConstraint(condition=Q(gpus__gt=0) | Q(gpu_memory_gb__gt=0),
+                                   name="job_needs_gpus_or_memory"),
+            models.CheckConstraint(condition=Q(gpu_memory_gb__gte=0) & Q(cpu_cores__gt=0) & Q(memory_gb__gte=0),
+                                   name="job_resources_non_negative"),
+            models.CheckConstraint(
+                condition=Q(finished_at__isnull=True) | Q(finished_at__gte=F("submitted_at")),
+                name="job_finished_after_submitted"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.name}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in self.ACTIVE_STATUSES
+
+    @property
+    def allowed_gpu_models(self) -> tuple[str, ...]:
+        return tuple(m for m in self.gpu_models.split("|") if m)
+
+
+class Placement(models.Model):
+    """One GPU (or MIG instance, or share of a GPU) held by a job from start until end."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="placements")
+    gpu = models.ForeignKey(Gpu, on_delete=models.PROTECT, related_name="placements")
+    mig_instance = models.ForeignKey(MigInstance, null=True, blank=True, on_delete=models.PROTECT,
+                                     related_name="placements")
+    share_milli = models.PositiveSmallIntegerField(
+        default=1000, validators=[MinValueValidator(1), MaxValueValidator(1000)],
+        help_text="Share of the GPU in thousandths (1000 = whole GPU).")
+    memory_gb = models.FloatField(default=0)
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+    end_reason = models.CharField(max_length=30, blank=True)
+
+    class Meta:
+        ordering = ["-started_at"]
+        indexes = [models.Index(fields=["gpu", "ended_at"])]
+        constraints = [
+            models.UniqueConstraint(fields=["mig_instance"], condition=Q(ended_at__isnull=True),
+                                    name="one_open_placement_per_mig_instance"),
+            models.UniqueConstraint(fields=["gpu"], condition=Q(ended_at__isnull=True, share_milli=1000,
+                                                                 mig_instance__isnull=True),
+                                    name="one_open_whole_gpu_placement"),
+            models.CheckConstraint(condition=Q(share_milli__gte=1) & Q(share_milli__lte=1000),
+                                   name="placement_share_range"),
+            models.CheckConstraint(condition=Q(ended_at__isnull=True) | Q(ended_at__gte=F("started_at")),
+                                   name="placement_ends_after_start"),
+        ]
+
+    def __str__(self) -> str:
+        target = self.mig_instance or self.gpu
+        return f"{self.job} on {target}"
+
+    @property
+    def gpu_fraction(self) -> float:
+        """GPU units held: a MIG instance counts compute slices / 7, a share its fraction."""
+        if self.mig_instance_id:
+            return self.mig_instance.compute_slices / 7
+        return self.share_milli / 1000
+
+
+class JobEvent(models.Model):
+    """The timeline of a job: submitted, placed, checkpointed, preempted, finished."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField()
+    kind = models.CharField(max_length=30)
+    message = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} {self.kind} @ {self.at:%Y-%m-%d %H:%M}"
+
+
+class GpuSample(models.Model):
+    """A measured utilisation sample from a node agent, for the utilisation charts."""
+
+    gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="samples")
+    at = models.DateTimeField()
+    utilization = models.FloatField()
+    memory_used_gb = models.FloatField()
+
+    class Meta:
+        ordering = ["-at"]
+        indexes = [models.Index(fields=["gpu", "at"])]
+        constraints = [models.UniqueConstraint(fields=["gpu", "at"], name="gpu_sample_unique_time")]
+
+    def __str__(self) -> str:
+        return f"{self.gpu_id} @ {self.at:%Y-%m-%d %H:%M}: {self.utilization:.0%}"

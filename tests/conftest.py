@@ -1,0 +1,45 @@
+"""Suite-wide set-up: the real services must be up, or the run stops loudly."""
+
+import os
+
+import pytest
+
+SERVICE_HELP = (
+    "The test suite needs PostgreSQL on 127.0.0.1:5432 and Redis on 127.0.0.1:6379.\n"
+    "Start them with:\n"
+    "  pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start\n"
+    "  redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save '' --appendonly no\n"
+    "Then run `make test` again."
+)
+
+
+def _check_services() -> list[str]:
+    from django.conf import settings
+
+    problems = []
+    database = settings.DATABASES["default"]
+    if database["ENGINE"] != "django.db.backends.postgresql":
+        problems.append(f"DATABASE_URL points at {database['ENGINE']}; the tests need PostgreSQL.")
+    else:
+        import psycopg
+
+        try:
+            psycopg.connect(host=database["HOST"], port=database["PORT"] or 5432,
+                            user=database["USER"], dbname="postgres", connect_timeout=3).close()
+        except psycopg.OperationalError as error:
+            problems.append(f"PostgreSQL is not reachable: {error}".strip())
+    import redis
+
+    try:
+        redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=3).ping()
+    except redis.RedisError as error:
+        problems.append(f"Redis is not reachable at {settings.REDIS_URL}: {error}")
+    return problems
+
+
+def pytest_sessionstart(session):
+    if os.environ.get("TESSERA_SKIP_SERVICE_CHECK") == "1":
+        return
+    problems = _check_services()
+    if problems:
+        pytest.exit("\n".join(problems) + "\n\n" + SERVICE_HELP, returncode=3)
