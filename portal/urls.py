@@ -1,6 +1,6 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import include, path
 
 from portal import views
 
@@ -9,5 +9,7 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", views.healthz, name="healthz"),
+    path("billing/", include("billing.urls")),
+    path("api/v1/billing/", include("billing.api_urls")),
     path("admin/", admin.site.urls),
 ]
