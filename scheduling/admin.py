@@ -2,6 +2,7 @@ from django.contrib import admin, messages
 from django.db.models import Count
 
 from scheduling.models import (
+    ActionRequest,
     CapacityTier,
     Gpu,
     GpuSample,
@@ -138,3 +139,12 @@ class GpuSampleAdmin(admin.ModelAdmin):
     list_filter = ["gpu__node"]
     raw_id_fields = ["gpu"]
     date_hierarchy = "at"
+
+
+@admin.register(ActionRequest)
+class ActionRequestAdmin(admin.ModelAdmin):
+    list_display = ["key", "kind", "state", "job", "node", "attempts", "created_at", "updated_at"]
+    list_filter = ["kind", "state"]
+    search_fields = ["key", "job__name", "node__name"]
+    raw_id_fields = ["job", "node"]
+    readonly_fields = ["created_at", "updated_at"]

@@ -309,3 +309,44 @@ class GpuSample(models.Model):
 
     def __str__(self) -> str:
         return f"{self.gpu_id} @ {self.at:%Y-%m-%d %H:%M}: {self.utilization:.0%}"
+
+
+class ActionRequest(models.Model):
+    """An intent the scheduler wrote and a backend must carry out (bind, preempt, checkpoint,
+    repartition). It stays `requested` until the backend confirms; the next snapshot counts it
+    as done so a cycle never asks twice. `key` makes a repeated or retried request a no-op."""
+
+    class Kind(models.TextChoices):
+        BIND = "bind", "Bind"
+        PREEMPT = "preempt", "Preempt"
+        CHECKPOINT = "checkpoint", "Checkpoint"
+        REPARTITION = "repartition", "Repartition"
+
+    class State(models.TextChoices):
+        REQUESTED = "requested", "Requested"
+        CONFIRMED = "confirmed", "Confirmed"
+        FAILED = "failed", "Failed"
+
+    key = models.CharField(max_length=120, unique=True)
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.REQUESTED)
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.CASCADE, related_name="actions")
+    node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.CASCADE, related_name="actions")
+    payload = models.JSONField(default=dict, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    last_error = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["state", "kind"])]
+        constraints = [
+            models.CheckConstraint(condition=Q(kind__in=["bind", "preempt", "checkpoint", "repartition"]),
+                                   name="action_kind_valid"),
+            models.CheckConstraint(condition=Q(state__in=["requested", "confirmed", "failed"]),
+                                   name="action_state_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.key} ({self.state})"

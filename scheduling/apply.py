@@ -1,0 +1,167 @@
+"""A Plan -> rows, in one transaction with row locks.
+
+Binds become placements (and open ledger intervals) at once, so the database's constraints
+catch any double allocation; preemptions and repartitions become ActionRequests that the next
+snapshot counts as in flight. Backend work is dispatched only after the commit.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db import IntegrityError, transaction
+
+from scheduling import engine
+from scheduling.engine import mig
+from scheduling.models import ActionRequest, Gpu, Job, MigInstance, Placement
+from scheduling.services import job_event_add, placement_start
+from scheduling.snapshot import PENDING_STATUSES
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ApplyResult:
+    bound_jobs: list[int] = field(default_factory=list)
+    skipped_jobs: list[int] = field(default_factory=list)
+    action_ids: list[int] = field(default_factory=list)
+
+
+@transaction.atomic
+def apply_plan(plan: engine.Plan, *, now: datetime) -> ApplyResult:
+    result = ApplyResult()
+    binds_by_job: dict[str, list[engine.Bind]] = defaultdict(list)
+    for bind in plan.binds:
+        binds_by_job[bind.job_id].append(bind)
+    job_ids = {int(j) for j in binds_by_job} | {int(p.job_id) for p in plan.preemptions} | \
+        {int(j) for j in plan.pending}
+    jobs = Job.objects.select_for_update().in_bulk(job_ids)
+    gpus = _gpus_by_place(plan.binds)
+    for job_id, binds in binds_by_job.items():
+        job = jobs.get(int(job_id))
+        if job is None or job.status not in PENDING_STATUSES or not _bind_job(job, binds, gpus, now, result):
+            result.skipped_jobs.append(int(job_id))
+    for preemption in plan.preemptions:
+        _request_preemption(jobs.get(int(preemption.job_id)), preemption, now, result)
+    for repartition in plan.repartitions:
+        _request_repartition(repartition, now, result)
+    _write_pending_info(plan, jobs, now)
+    return result
+
+
+def _gpus_by_place(binds) -> dict[tuple[str, int], Gpu]:
+    nodes = {bind.node for bind in binds}
+    rows = Gpu.objects.select_for_update().filter(node__name__in=nodes).select_related("node")
+    return {(gpu.node.name, gpu.index): gpu for gpu in rows}
+
+
+def _bind_job(job: Job, binds, gpus, now, result: ApplyResult) -> bool:
+    """All members of the job or none: a savepoint undoes a partly written gang."""
+    try:
+        with transaction.atomic():
+            for bind in sorted(binds, key=lambda b: b.member):
+                placements = [_place(job, gpus[(bind.node, a.gpu_index)], a, now) for a in bind.allocations]
+                result.action_ids.append(_bind_action(job, bind, placements, now).pk)
+    except (IntegrityError, KeyError) as error:
+        log.warning("bind of job %s skipped: %s", job.pk, error)
+        return False
+    job.status = Job.Status.RUNNING
+    job.started_at = now
+    job.borrowed = any(b.borrowed for b in binds)
+    job.pending_reason_code = job.pending_reason = ""
+    job.estimated_start = job.queue_position_team = job.queue_position_overall = None
+    job.save()
+    nodes = ", ".join(sorted({b.node for b in binds}))
+    job_event_add(job=job, at=now, kind="placed",
+                  message=f"Placed on {nodes}" + (" (borrowed capacity)" if job.borrowed else ""))
+    result.bound_jobs.append(job.pk)
+    return True
+
+
+def _place(job: Job, gpu: Gpu, allocation: engine.Allocation, now) -> Placement:
+    instance = None
+    share = allocation.milli
+    memory = allocation.memory_gb
+    if allocation.mig_profile is not None:
+        instance = _mig_instance(gpu, allocation.mig_profile, allocation.mig_start)
+        share = max(1, round(1000 * instance.compute_slices / _compute_slices(gpu)))
+        memory = instance.memory_gb
+    elif share >= 1000:
+        memory = gpu.memory_gb
+    placement = Placement.objects.create(job=job, gpu=gpu, mig_instance=instance, share_milli=min(share, 1000),
+                                         memory_gb=memory, started_at=now)
+    placement_start(placement=placement)
+    return placement
+
+
+def _compute_slices(gpu: Gpu) -> int:
+    geometry = mig.geometry_for(gpu.model)
+    return geometry.compute_slices if geometry else 7
+
+
+def _mig_instance(gpu: Gpu, profile_name: str, start: int) -> MigInstance:
+    """The instance at (gpu, start), created when the engine asks for one on free slices."""
+    existing = gpu.mig_instances.filter(start_slot=start).first()
+    if existing is not None:
+        return existing
+    profile = mig.geometry_for(gpu.model).resolve(profile_name)
+    return MigInstance.objects.create(gpu=gpu, profile=profile.name, start_slot=start,
+                                      size_slots=profile.memory_slices, compute_slices=profile.compute_slices,
+                                      memory_gb=profile.memory_gb)
+
+
+def _bind_action(job: Job, bind: engine.Bind, placements, now) -> ActionRequest:
+    attempt = int(now.timestamp())
+    return ActionRequest.objects.create(
+        key=f"bind:{job.pk}:{bind.member}:{attempt}", kind=ActionRequest.Kind.BIND, job=job,
+        node=placements[0].gpu.node,
+        payload={"job_id": job.pk, "member": bind.member, "node": bind.node,
+                 "pod_name": f"{job.team.name}-{job.pk}-{attempt}-{bind.member}",
+                 "placements": [p.pk for p in placements],
+                 "allocations": [{"gpu_index": a.gpu_index, "milli": a.milli, "mig_profile": a.mig_profile,
+                                  "mig_start": a.mig_start} for a in bind.allocations]})
+
+
+def _request_preemption(job: Job | None, preemption: engine.Preempt, now, result: ApplyResult) -> None:
+    if job is None or job.status not in (Job.Status.RUNNING, Job.Status.CHECKPOINTING):
+        return
+    action, created = ActionRequest.objects.get_or_create(
+        key=f"preempt:{job.pk}:{int(job.started_at.timestamp())}",
+        defaults={"kind": ActionRequest.Kind.PREEMPT, "job": job,
+                  "payload": {"job_id": str(job.pk), "for_job_id": preemption.for_job_id,
+                              "reason": preemption.reason}})
+    if created:
+        result.action_ids.append(action.pk)
+        why = "reclaim its guarantee" if preemption.reason == "reclaim" else "run a higher-priority job"
+        job_event_add(job=job, at=now, kind="preemption-requested",
+                      message=f"Asked to stop so job #{preemption.for_job_id} can {why}.")
+
+
+def _request_repartition(repartition: engine.Repartition, now, result: ApplyResult) -> None:
+    gpu = Gpu.objects.select_related("node").get(node__name=repartition.node, index=repartition.gpu_index)
+    action = ActionRequest.objects.create(
+        key=f"repartition:{repartition.node}:{repartition.gpu_index}:{int(now.timestamp())}",
+        kind=ActionRequest.Kind.REPARTITION, node=gpu.node,
+        payload={"node": repartition.node, "gpu_index": repartition.gpu_index,
+                 "mig_enabled": repartition.mig_enabled, "layout": [list(x) for x in repartition.layout]})
+    result.action_ids.append(action.pk)
+
+
+def _write_pending_info(plan: engine.Plan, jobs: dict[int, Job], now) -> None:
+    changed = []
+    for job_id, info in plan.pending.items():
+        job = jobs.get(int(job_id))
+        if job is None or job.status not in PENDING_STATUSES:
+            continue
+        job.pending_reason_code = info.reason[:40]
+        job.pending_reason = info.message[:500]
+        job.estimated_start = now + timedelta(seconds=max(0.0, info.eta - now.timestamp())) \
+            if info.eta is not None else None
+        job.queue_position_team = info.team_position
+        job.queue_position_overall = info.overall_position
+        changed.append(job)
+    Job.objects.bulk_update(changed, ["pending_reason_code", "pending_reason", "estimated_start",
+                                      "queue_position_team", "queue_position_overall"])

@@ -1,0 +1,138 @@
+"""Rows -> the engine's frozen Snapshot, in a fixed number of queries whatever the cluster size.
+
+Times become UNIX seconds (the engine's clock); jobs larger than a node become gangs of
+equal members, one per node.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from datetime import datetime
+
+from django.db.models import Max, Prefetch
+from django.utils import timezone
+
+from portal.models import Team
+from scheduling import engine
+from scheduling.models import ActionRequest, Gpu, Job, MigInstance, NetworkSwitch, Node, Placement
+
+PENDING_STATUSES = ("pending", "preempted")
+HOLDING_STATUSES = ("running", "checkpointing")
+DEFAULT_RUNTIME_S = 3600.0
+
+
+def epoch(moment: datetime | None) -> float | None:
+    return moment.timestamp() if moment else None
+
+
+def build_snapshot(now: datetime | None = None) -> engine.Snapshot:
+    now = now or timezone.now()
+    open_placements = list(
+        Placement.objects.filter(ended_at__isnull=True, job__status__in=HOLDING_STATUSES)
+        .select_related("job__team", "job__project", "job__priority_class", "gpu__node", "mig_instance"))
+    nodes = _nodes(open_placements)
+    max_node_gpus = max((len(node.gpus) for node in nodes), default=8) or 8
+    pending_rows = (Job.objects.filter(status__in=PENDING_STATUSES)
+                    .select_related("team", "project", "priority_class").order_by("id"))
+    pending = tuple(to_engine_job(job, max_node_gpus) for job in pending_rows)
+    running = _running(open_placements, max_node_gpus)
+    return engine.Snapshot(
+        now=now.timestamp(), nodes=nodes, pending=pending, running=running, queues=_queues(),
+        in_flight=_in_flight(), spine_oversubscription=_spine_oversubscription())
+
+
+def member_shape(total_gpus: int, max_node_gpus: int) -> tuple[int, int]:
+    """(GPUs per member, members) for a job of total_gpus: one member when it fits a node,
+    else the largest per-node share that divides the job evenly."""
+    if total_gpus <= max_node_gpus:
+        return total_gpus, 1
+    per_member = max(d for d in range(1, max_node_gpus + 1) if total_gpus % d == 0)
+    return per_member, math.ceil(total_gpus / per_member)
+
+
+def to_engine_job(job: Job, max_node_gpus: int) -> engine.Job:
+    per_member, members = member_shape(job.gpus, max_node_gpus)
+    return engine.Job(
+        id=str(job.pk), team=job.team.name, project=job.project.name, kind=job.kind,
+        priority_class=job.priority_class.name, priority=job.priority_class.value,
+        gpus=per_member, gpu_memory_gb=job.gpu_memory_gb, cpu_cores=job.cpu_cores / members,
+        memory_gb=job.memory_gb / members, gang_size=members, gpu_models=job.allowed_gpu_models,
+        checkpoint_interval_s=job.checkpoint_interval_s, last_checkpoint_at=epoch(job.last_checkpoint_at),
+        preemptible=job.preemptible, queue_order=job.queue_order, submitted_at=job.submitted_at.timestamp(),
+        expected_runtime_s=float(job.expected_runtime_s or job.max_runtime_s or DEFAULT_RUNTIME_S))
+
+
+def _nodes(open_placements) -> tuple[engine.Node, ...]:
+    job_by_instance = {p.mig_instance_id: str(p.job_id) for p in open_placements if p.mig_instance_id}
+    gpus = Prefetch("gpus", queryset=Gpu.objects.order_by("index").prefetch_related(
+        Prefetch("mig_instances", queryset=MigInstance.objects.order_by("start_slot"))))
+    rows = (Node.objects.exclude(state=Node.State.LOST).select_related("tier", "leaf_switch__parent")
+            .prefetch_related(gpus).order_by("name"))
+    return tuple(_to_engine_node(node, job_by_instance) for node in rows)
+
+
+def _to_engine_node(node: Node, job_by_instance: dict) -> engine.Node:
+    leaf = node.leaf_switch
+    gpus = tuple(
+        engine.Gpu(index=gpu.index, uuid=gpu.uuid, model=gpu.model, memory_gb=gpu.memory_gb,
+                   mig_enabled=gpu.mig_enabled,
+                   mig_instances=tuple(engine.MigInstance(profile=mi.profile, start=mi.start_slot,
+                                                          job_id=job_by_instance.get(mi.pk))
+                                       for mi in gpu.mig_instances.all()))
+        for gpu in node.gpus.all())
+    # 400 Gb/s NDR moves about 48 GB/s of all-reduce traffic per NIC (performance-figures §3).
+    return engine.Node(
+        name=node.name, tier=node.tier.name, leaf=leaf.name, spine=leaf.parent.name if leaf.parent else "",
+        gpu_model=node.gpu_model, interconnect=node.interconnect, cpu_cores=float(node.cpu_cores),
+        memory_gb=float(node.memory_gb), gpus=gpus, state=node.state, nics=node.nics,
+        nic_gb_s=node.nic_gbps * 0.12)
+
+
+def _running(open_placements, max_node_gpus: int) -> tuple[engine.Running, ...]:
+    by_member: dict[tuple[int, str], list[Placement]] = defaultdict(list)
+    for placement in open_placements:
+        by_member[(placement.job_id, placement.gpu.node.name)].append(placement)
+    members_seen: dict[int, int] = defaultdict(int)
+    running = []
+    for (job_id, node_name), placements in sorted(by_member.items()):
+        job = placements[0].job
+        member = members_seen[job_id]
+        members_seen[job_id] += 1
+        running.append(engine.Running(
+            job=to_engine_job(job, max_node_gpus), node=node_name, member=member, borrowed=job.borrowed,
+            started_at=min(p.started_at for p in placements).timestamp(),
+            allocations=tuple(_allocation(p) for p in sorted(placements, key=lambda p: p.gpu.index))))
+    return tuple(running)
+
+
+def _allocation(placement: Placement) -> engine.Allocation:
+    instance = placement.mig_instance
+    return engine.Allocation(
+        gpu_index=placement.gpu.index, milli=placement.share_milli, memory_gb=placement.memory_gb,
+        mig_profile=instance.profile if instance else None, mig_start=instance.start_slot if instance else None)
+
+
+def _queues() -> tuple[engine.Queue, ...]:
+    return tuple(engine.Queue(team=team.name, guaranteed_gpus=float(team.guaranteed_gpus),
+                              burst_limit_gpus=float(team.burst_limit_gpus), weight=team.weight)
+                 for team in Team.objects.order_by("name"))
+
+
+def _in_flight() -> tuple:
+    actions = []
+    for action in ActionRequest.objects.filter(state=ActionRequest.State.REQUESTED).order_by("id"):
+        payload = action.payload
+        if action.kind == ActionRequest.Kind.PREEMPT:
+            actions.append(engine.Preempt(job_id=payload["job_id"], for_job_id=payload.get("for_job_id", ""),
+                                          reason=payload.get("reason", "preempt")))
+        elif action.kind == ActionRequest.Kind.REPARTITION:
+            actions.append(engine.Repartition(
+                node=payload["node"], gpu_index=payload["gpu_index"], mig_enabled=payload["mig_enabled"],
+                layout=tuple((profile, start) for profile, start in payload["layout"])))
+    return tuple(actions)
+
+
+def _spine_oversubscription() -> float:
+    value = NetworkSwitch.objects.filter(kind="spine").aggregate(worst=Max("oversubscription"))["worst"]
+    return float(value or 1.0)
