@@ -1,0 +1,41 @@
+"""Backends carry the scheduler's decisions out on a cluster and report the cluster's state."""
+
+from agents.backends.base import (
+    Backend,
+    BackendError,
+    BindRequest,
+    CheckpointRequest,
+    Conflict,
+    JobObservation,
+    JobStatus,
+    MigResource,
+    MigSlot,
+    MigStrategy,
+    NodeInventory,
+    Outcome,
+    PreemptRequest,
+    RepartitionPhase,
+    RepartitionRequest,
+    RepartitionState,
+    wait_for_repartition,
+)
+
+__all__ = [
+    "Backend",
+    "BackendError",
+    "BindRequest",
+    "CheckpointRequest",
+    "Conflict",
+    "JobObservation",
+    "JobStatus",
+    "MigResource",
+    "MigSlot",
+    "MigStrategy",
+    "NodeInventory",
+    "Outcome",
+    "PreemptRequest",
+    "RepartitionPhase",
+    "RepartitionRequest",
+    "RepartitionState",
+    "wait_for_repartition",
+]

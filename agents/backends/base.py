@@ -1,0 +1,216 @@
+"""The backend interface: how decisions reach a cluster and how the cluster's truth comes back.
+
+Plain Python, no Django: the Celery tasks turn rows into these requests, call a backend, and turn
+observations back into rows. Every method is idempotent, so a retried or repeated task is safe:
+asking again for something already done answers `Outcome.ALREADY_DONE`, never an error.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+
+class BackendError(RuntimeError):
+    """The cluster refused a request in a way a retry will not mend."""
+
+
+class Conflict(BackendError):
+    """The cluster holds something else under this name (another job's pod, another node)."""
+
+
+class Outcome(enum.StrEnum):
+    DONE = "done"  # this call changed the cluster
+    ALREADY_DONE = "already_done"  # nothing to change: an earlier call (or the cluster) did it
+    GONE = "gone"  # the pod no longer exists (for a preemption: the release is confirmed)
+
+
+class JobStatus(enum.StrEnum):
+    """A pod phase in our words; DELETED once the pod is gone from the cluster."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"  # the node stopped reporting; the pod may still run
+    DELETED = "deleted"
+
+
+class MigStrategy(enum.StrEnum):
+    NONE = "none"
+    SINGLE = "single"
+    MIXED = "mixed"
+
+
+@dataclass(frozen=True)
+class MigResource:
+    """A MIG profile a node offers, with how many devices of it exist."""
+
+    profile: str  # "1g.10gb", "1g.10gb+me"
+    count: int
+    memory_mib: int | None = None
+
+
+@dataclass(frozen=True)
+class NodeInventory:
+    name: str
+    gpu_model: str | None
+    gpu_count: int
+    gpu_memory_mib: int | None
+    mig_strategy: MigStrategy
+    mig_resources: tuple[MigResource, ...] = ()
+    leaf_switch: str | None = None
+    tier: str | None = None
+    ready: bool = False
+    schedulable: bool = True
+    cpu_millicores: int = 0
+    memory_mib: int = 0
+    taints: tuple[str, ...] = ()  # "key=value:Effect"; spot reclaim notices arrive as taints
+
+
+@dataclass(frozen=True)
+class BindRequest:
+    """Run one pod of a job on a chosen node, with whole GPUs or one MIG device."""
+
+    job_id: str
+    pod_name: str
+    namespace: str  # the team
+    project: str
+    job_kind: str  # "training", "inference", "notebook", ...
+    image: str
+    command: tuple[str, ...]
+    node_name: str
+    gpu_count: int = 0
+    mig_profile: str | None = None
+    cpu_millicores: int = 1000
+    memory_mib: int = 4096
+    priority_class: str | None = None
+    labels: tuple[tuple[str, str], ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if (self.gpu_count > 0) == (self.mig_profile is not None):
+            raise ValueError("a bind asks for whole GPUs (gpu_count > 0) or one MIG profile")
+
+
+@dataclass(frozen=True)
+class CheckpointRequest:
+    job_id: str
+    pod_name: str
+    namespace: str
+    checkpoint_id: str  # names this request: asking twice with one id asks once
+    reason: str = "interval"
+
+
+@dataclass(frozen=True)
+class PreemptRequest:
+    job_id: str
+    pod_name: str
+    namespace: str
+    grace_seconds: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class MigSlot:
+    profile: str
+    start: int  # first memory slice, as NVML placements count
+
+
+@dataclass(frozen=True)
+class RepartitionRequest:
+    """Give one GPU of a node a new MIG layout. The node's GPU pods must be drained first."""
+
+    node_name: str
+    gpu_index: int
+    layout: tuple[MigSlot, ...]
+    config_name: str  # the mig-parted config that holds this layout for the whole node
+
+
+class RepartitionPhase(enum.StrEnum):
+    PENDING = "pending"
+    REBOOTING = "rebooting"
+    SUCCESS = "success"
+    FAILED = "failed"
+    UNKNOWN = "unknown"  # no state yet, or a state we do not know
+
+
+@dataclass(frozen=True)
+class RepartitionState:
+    node_name: str
+    config_name: str | None
+    phase: RepartitionPhase
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in (RepartitionPhase.SUCCESS, RepartitionPhase.FAILED)
+
+
+@dataclass(frozen=True)
+class JobObservation:
+    """What the cluster says about one pod of a job."""
+
+    job_id: str
+    pod_name: str
+    namespace: str
+    status: JobStatus
+    node_name: str | None = None
+    reason: str | None = None
+    exit_code: int | None = None
+    terminating: bool = False
+    annotations: dict[str, str] = field(default_factory=dict, compare=False)
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What a cluster must do for the scheduler. Implementations: Kubernetes, simulated."""
+
+    def inventory(self) -> list[NodeInventory]:
+        """The GPU nodes as the cluster sees them now."""
+
+    def bind(self, req: BindRequest) -> Outcome:
+        """Create the job's pod if missing and bind it to req.node_name."""
+
+    def request_checkpoint(self, req: CheckpointRequest) -> Outcome:
+        """Ask a running pod to write a checkpoint (it confirms through the job's own channel)."""
+
+    def preempt(self, req: PreemptRequest) -> Outcome:
+        """Ask for a checkpoint, then stop the pod with req.grace_seconds to finish it."""
+
+    def repartition(self, req: RepartitionRequest) -> Outcome:
+        """Start moving a node to req.config_name; poll repartition_state() for the result."""
+
+    def repartition_state(self, node_name: str) -> RepartitionState:
+        """Where the node's last repartition stands."""
+
+    def poll_observations(self) -> list[JobObservation]:
+        """Every pod of ours now: the full picture, to reconcile against."""
+
+    def watch(self, timeout_s: float) -> Iterator[JobObservation]:
+        """Changes since the last poll or watch, for up to timeout_s seconds."""
+
+
+def wait_for_repartition(
+    backend: Backend,
+    node_name: str,
+    config_name: str,
+    timeout_s: float,
+    poll_s: float = 2.0,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> RepartitionState:
+    """Poll until the node reports success or failure for config_name, or timeout_s passes.
+
+    Returns the last state either way; the caller tells a finished one by `state.finished`.
+    """
+    deadline = clock() + timeout_s
+    while True:
+        state = backend.repartition_state(node_name)
+        if state.config_name == config_name and state.finished:
+            return state
+        if clock() >= deadline:
+            return state
+        sleep(poll_s)

@@ -1,0 +1,158 @@
+"""Pure builders for everything the Kubernetes backend sends: plain dicts, no client calls.
+
+Kept apart from the backend so that tests can check each one against the official schemas.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
+from agents.backends.base import BindRequest, MigSlot
+
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGED_BY = "tessera"
+MANAGED_SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
+LABEL_JOB = "tessera.io/job-id"
+LABEL_TEAM = "tessera.io/team"
+LABEL_PROJECT = "tessera.io/project"
+LABEL_KIND = "tessera.io/job-kind"
+# The workload sees its annotations in a file (downward API) and checkpoints when this changes.
+ANNOTATION_CHECKPOINT = "tessera.io/checkpoint-request"
+ANNOTATION_CHECKPOINT_REASON = "tessera.io/checkpoint-reason"
+ANNOTATION_PREEMPTED = "tessera.io/preempted"
+PODINFO_DIR = "/etc/tessera/podinfo"
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def _check(value: str, pattern: re.Pattern, limit: int, what: str) -> str:
+    # The schemas say only "string"; the API server would refuse these later, less clearly.
+    if len(value) > limit or not pattern.match(value):
+        raise ValueError(f"{what} {value!r} is not a valid Kubernetes name or label value")
+    return value
+
+
+def mig_resource_name(profile: str) -> str:
+    """`1g.10gb+me` -> `nvidia.com/mig-1g.10gb.me`, as the device plugin names it."""
+    return f"nvidia.com/mig-{profile.replace('+', '.')}"
+
+
+def job_labels(req: BindRequest) -> dict[str, str]:
+    ours = {
+        LABEL_MANAGED_BY: MANAGED_BY,
+        LABEL_JOB: req.job_id,
+        LABEL_TEAM: req.namespace,
+        LABEL_PROJECT: req.project,
+        LABEL_KIND: req.job_kind,
+    }
+    labels = {**dict(req.labels), **ours}  # ours win: the watch and selectors rely on them
+    for value in labels.values():
+        _check(value, _LABEL_VALUE, 63, "label value")
+    return labels
+
+
+def _gpu_request(req: BindRequest, mig_as_gpu: bool) -> tuple[str, str]:
+    if req.mig_profile is None:
+        return GPU_RESOURCE, str(req.gpu_count)
+    # With the device plugin's "single" strategy, MIG devices are offered as nvidia.com/gpu.
+    return (GPU_RESOURCE if mig_as_gpu else mig_resource_name(req.mig_profile)), "1"
+
+
+def pod_manifest(req: BindRequest, scheduler_name: str, mig_as_gpu: bool = False) -> dict:
+    """The job's pod, left for our scheduler (schedulerName) to bind."""
+    _check(req.namespace, _DNS_LABEL, 63, "namespace")
+    _check(req.pod_name, _DNS_SUBDOMAIN, 253, "pod name")
+    resource, quantity = _gpu_request(req, mig_as_gpu)
+    spec: dict = {
+        "schedulerName": scheduler_name,
+        "restartPolicy": "Never",  # the scheduler requeues; kubelet restarts would hide failures
+        "tolerations": [GPU_TOLERATION],
+        "containers": [_container(req, resource, quantity)],
+        "volumes": [{
+            "name": "tessera-podinfo",
+            "downwardAPI": {"items": [
+                {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}}
+            ]},
+        }],
+    }
+    if req.priority_class:
+        spec["priorityClassName"] = req.priority_class
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": req.pod_name, "namespace": req.namespace, "labels": job_labels(req)},
+        "spec": spec,
+    }
+
+
+def _container(req: BindRequest, resource: str, quantity: str) -> dict:
+    env = [
+        {"name": "TESSERA_JOB_ID", "value": req.job_id},
+        {"name": "TESSERA_PODINFO", "value": f"{PODINFO_DIR}/annotations"},
+    ]
+    env += [{"name": name, "value": value} for name, value in req.env]
+    memory = f"{req.memory_mib}Mi"
+    return {
+        "name": "job",
+        "image": req.image,
+        "command": list(req.command),
+        "env": env,
+        "resources": {
+            "requests": {"cpu": f"{req.cpu_millicores}m", "memory": memory, resource: quantity},
+            # Extended resources need limit == request; a memory limit keeps neighbours safe.
+            "limits": {"memory": memory, resource: quantity},
+        },
+        "volumeMounts": [{"name": "tessera-podinfo", "mountPath": PODINFO_DIR, "readOnly": True}],
+    }
+
+
+def binding_manifest(pod_name: str, namespace: str, node_name: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": pod_name, "namespace": namespace},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
+    }
+
+
+def annotation_patch(annotations: Mapping[str, str]) -> dict:
+    """A merge patch that sets these annotations and leaves the others."""
+    return {"metadata": {"annotations": dict(annotations)}}
+
+
+def label_patch(labels: Mapping[str, str | None]) -> dict:
+    """A merge patch that sets these labels (None removes one) and leaves the others."""
+    return {"metadata": {"labels": dict(labels)}}
+
+
+def mig_config_name(node_name: str, layouts: Mapping[int, Sequence[MigSlot]]) -> str:
+    """A stable name for one node-wide layout: the same layout always gets the same name."""
+    canonical = {
+        str(gpu): sorted((s.profile, s.start) for s in slots) for gpu, slots in layouts.items()
+    }
+    digest = hashlib.sha256(json.dumps([node_name, canonical], sort_keys=True).encode())
+    return f"tessera-{digest.hexdigest()[:12]}"
+
+
+def mig_parted_config(config_name: str, layouts: Mapping[int, Sequence[MigSlot]]) -> dict:
+    """The mig-parted config entry that mig-manager applies for `config_name`.
+
+    mig-parted takes profile counts per device, not start slots: it picks placements itself, so
+    the slots we chose are a plan that the node agent's report later confirms or corrects.
+    """
+    entries = []
+    for gpu in sorted(layouts):
+        counts = Counter(slot.profile for slot in layouts[gpu])
+        entry = {"devices": [gpu], "mig-enabled": bool(counts)}
+        if counts:
+            entry["mig-devices"] = dict(sorted(counts.items()))
+        entries.append(entry)
+    return {"version": "v1", "mig-configs": {config_name: entries}}

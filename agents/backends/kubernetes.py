@@ -1,0 +1,364 @@
+"""The Kubernetes backend, with the official `kubernetes` client (DESIGN §8).
+
+Nodes come from GPU Feature Discovery labels; a job is pods with our schedulerName in the team's
+namespace, bound with the binding subresource; preemption annotates, then deletes with a grace
+period; MIG layouts change through mig-manager's `nvidia.com/mig.config` node label.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes import client, watch
+from kubernetes.client.exceptions import ApiException
+from kubernetes.utils import parse_quantity
+
+from agents.backends import k8s_manifests as m
+from agents.backends.base import (
+    BackendError,
+    BindRequest,
+    CheckpointRequest,
+    Conflict,
+    JobObservation,
+    JobStatus,
+    MigResource,
+    MigStrategy,
+    NodeInventory,
+    Outcome,
+    PreemptRequest,
+    RepartitionPhase,
+    RepartitionRequest,
+    RepartitionState,
+)
+
+GFD_PRODUCT = "nvidia.com/gpu.product"
+GFD_COUNT = "nvidia.com/gpu.count"
+GFD_MEMORY = "nvidia.com/gpu.memory"
+GFD_MIG_STRATEGY = "nvidia.com/mig.strategy"
+# Mixed strategy: one `nvidia.com/mig-<profile>.count` label per profile ('+' spelled '.').
+_MIG_COUNT_LABEL = re.compile(r"^nvidia\.com/mig-(\d+g\.\d+gb)((?:\.[a-z]+)*)\.count$")
+# A merge patch, not the client's default pick (a JSON patch, which wants a list of operations).
+MERGE_PATCH = "application/merge-patch+json"
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class KubernetesConfig:
+    """Where the cluster is and how it is labelled.
+
+    api_client None means the client's default configuration: call
+    `kubernetes.config.load_incluster_config()` (or load_kube_config) first.
+    """
+
+    api_client: client.ApiClient | None = field(default=None, compare=False)
+    scheduler_name: str = "tessera"
+    gpu_node_selector: str = "nvidia.com/gpu.present=true"
+    leaf_switch_label: str = "tessera.io/leaf-switch"
+    tier_label: str = "tessera.io/tier"
+    mig_config_label: str = "nvidia.com/mig.config"
+    mig_state_label: str = "nvidia.com/mig.config.state"
+    request_timeout_s: float = 30.0
+
+
+class KubernetesBackend:
+    def __init__(self, config: KubernetesConfig | None = None) -> None:
+        self.config = config or KubernetesConfig()
+        self.core = client.CoreV1Api(self.config.api_client)
+        self._resource_version: str | None = None  # where the next watch resumes
+
+    # -- inventory -------------------------------------------------------------------------
+
+    def inventory(self) -> list[NodeInventory]:
+        nodes = self.core.list_node(
+            label_selector=self.config.gpu_node_selector,
+            _request_timeout=self.config.request_timeout_s,
+        )
+        return [node_inventory(node, self.config) for node in nodes.items]
+
+    # -- jobs ------------------------------------------------------------------------------
+
+    def bind(self, req: BindRequest) -> Outcome:
+        pod = self._read_pod(req.namespace, req.pod_name)
+        if pod is None:
+            pod = self._create_pod(req)
+        _check_job(pod, req.job_id)
+        bound_to = pod.spec.node_name
+        if bound_to == req.node_name:
+            return Outcome.ALREADY_DONE
+        if bound_to:
+            raise Conflict(f"pod {req.namespace}/{req.pod_name} is already on {bound_to}")
+        return self._post_binding(req)
+
+    def request_checkpoint(self, req: CheckpointRequest) -> Outcome:
+        pod = self._read_pod(req.namespace, req.pod_name)
+        if pod is None:
+            return Outcome.GONE
+        _check_job(pod, req.job_id)
+        if (pod.metadata.annotations or {}).get(m.ANNOTATION_CHECKPOINT) == req.checkpoint_id:
+            return Outcome.ALREADY_DONE
+        self._annotate(req.namespace, req.pod_name, {
+            m.ANNOTATION_CHECKPOINT: req.checkpoint_id,
+            m.ANNOTATION_CHECKPOINT_REASON: req.reason,
+        })
+        return Outcome.DONE
+
+    def preempt(self, req: PreemptRequest) -> Outcome:
+        pod = self._read_pod(req.namespace, req.pod_name)
+        if pod is None:
+            return Outcome.GONE
+        _check_job(pod, req.job_id)
+        if pod.metadata.deletion_timestamp is not None:
+            return Outcome.ALREADY_DONE  # already stopping under an earlier request
+        # The annotation lands before SIGTERM, so the workload knows why it is being stopped.
+        self._annotate(req.namespace, req.pod_name, {
+            m.ANNOTATION_CHECKPOINT: f"preempt-{req.job_id}",
+            m.ANNOTATION_CHECKPOINT_REASON: "preemption",
+            m.ANNOTATION_PREEMPTED: req.reason,
+        })
+        try:
+            self.core.delete_namespaced_pod(
+                req.pod_name,
+                req.namespace,
+                grace_period_seconds=req.grace_seconds,
+                _request_timeout=self.config.request_timeout_s,
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return Outcome.GONE
+            raise
+        return Outcome.DONE
+
+    # -- MIG -------------------------------------------------------------------------------
+
+    def repartition(self, req: RepartitionRequest) -> Outcome:
+        labels = self._node_labels(req.node_name)
+        if labels.get(self.config.mig_config_label) == req.config_name:
+            return Outcome.ALREADY_DONE
+        # Reset the state with the same patch: a stale "success" of the previous layout must not
+        # read as the success of this one before mig-manager has even seen the change.
+        patch = m.label_patch({
+            self.config.mig_config_label: req.config_name,
+            self.config.mig_state_label: RepartitionPhase.PENDING.value,
+        })
+        self.core.patch_node(
+            req.node_name, patch, _content_type=MERGE_PATCH,
+            _request_timeout=self.config.request_timeout_s,
+        )
+        return Outcome.DONE
+
+    def repartition_state(self, node_name: str) -> RepartitionState:
+        labels = self._node_labels(node_name)
+        try:
+            phase = RepartitionPhase(labels.get(self.config.mig_state_label, "unknown"))
+        except ValueError:
+            phase = RepartitionPhase.UNKNOWN
+        return RepartitionState(node_name, labels.get(self.config.mig_config_label), phase)
+
+    # -- observations ----------------------------------------------------------------------
+
+    def poll_observations(self) -> list[JobObservation]:
+        pods = self.core.list_pod_for_all_namespaces(
+            label_selector=m.MANAGED_SELECTOR, _request_timeout=self.config.request_timeout_s
+        )
+        self._resource_version = pods.metadata.resource_version
+        return [obs for obs in map(pod_observation, pods.items) if obs is not None]
+
+    def watch(self, timeout_s: float) -> Iterator[JobObservation]:
+        """Pod changes since the last poll or watch; relists when the server has forgotten that."""
+        if self._resource_version is None:
+            yield from self.poll_observations()  # the list is the watch's starting point
+        stream = watch.Watch()
+        try:
+            for event in stream.stream(
+                self.core.list_pod_for_all_namespaces,
+                label_selector=m.MANAGED_SELECTOR,
+                resource_version=self._resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=max(1, int(timeout_s)),
+                _request_timeout=timeout_s + self.config.request_timeout_s,
+            ):
+                self._resource_version = stream.resource_version
+                if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                    obs = pod_observation(event["object"], deleted=event["type"] == "DELETED")
+                    if obs is not None:
+                        yield obs
+        except ApiException as exc:
+            if exc.status != 410:  # 410 Gone: our resourceVersion is too old to resume from
+                raise
+            self._resource_version = None
+            yield from self.poll_observations()
+        finally:
+            stream.stop()
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _read_pod(self, namespace: str, name: str) -> Any:
+        try:
+            return self.core.read_namespaced_pod(
+                name, namespace, _request_timeout=self.config.request_timeout_s
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def _create_pod(self, req: BindRequest) -> Any:
+        self._require_namespace(req.namespace)
+        manifest = m.pod_manifest(req, self.config.scheduler_name, self._mig_as_gpu(req))
+        try:
+            return self.core.create_namespaced_pod(
+                req.namespace, manifest, _request_timeout=self.config.request_timeout_s
+            )
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+        # Someone (a retried task) created it between our read and our create: use theirs.
+        return self.core.read_namespaced_pod(req.pod_name, req.namespace)
+
+    def _require_namespace(self, namespace: str) -> None:
+        try:
+            self.core.read_namespace(namespace, _request_timeout=self.config.request_timeout_s)
+        except ApiException as exc:
+            if exc.status == 404:
+                raise BackendError(f"team namespace {namespace!r} does not exist") from exc
+            raise
+
+    def _mig_as_gpu(self, req: BindRequest) -> bool:
+        if req.mig_profile is None:
+            return False
+        strategy = self._node_labels(req.node_name).get(GFD_MIG_STRATEGY)
+        return strategy == MigStrategy.SINGLE.value
+
+    def _post_binding(self, req: BindRequest) -> Outcome:
+        body = m.binding_manifest(req.pod_name, req.namespace, req.node_name)
+        try:
+            # _preload_content=False: the server answers a Status, which the client would try to
+            # read as a V1Binding and fail on (kubernetes-client/python #547, #825).
+            response = self.core.create_namespaced_pod_binding(
+                req.pod_name, req.namespace, body, _preload_content=False,
+                _request_timeout=self.config.request_timeout_s,
+            )
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            pod = self._read_pod(req.namespace, req.pod_name)  # a retry raced us: who won?
+            if pod is not None and pod.spec.node_name == req.node_name:
+                return Outcome.ALREADY_DONE
+            raise Conflict(f"binding {req.namespace}/{req.pod_name} refused: {exc.reason}") from exc
+        response.read()  # drain first: an unread body would poison the pooled connection
+        response.release_conn()
+        return Outcome.DONE
+
+    def _annotate(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
+        self.core.patch_namespaced_pod(
+            name, namespace, m.annotation_patch(annotations), _content_type=MERGE_PATCH,
+            _request_timeout=self.config.request_timeout_s,
+        )
+
+    def _node_labels(self, node_name: str) -> dict[str, str]:
+        node = self.core.read_node(node_name, _request_timeout=self.config.request_timeout_s)
+        return node.metadata.labels or {}
+
+
+def _check_job(pod: Any, job_id: str) -> None:
+    found = (pod.metadata.labels or {}).get(m.LABEL_JOB)
+    if found != job_id:
+        raise Conflict(f"pod {pod.metadata.name} belongs to job {found!r}, not {job_id!r}")
+
+
+def node_inventory(node: Any, config: KubernetesConfig) -> NodeInventory:
+    labels = node.metadata.labels or {}
+    allocatable = (node.status.allocatable if node.status else None) or {}
+    strategy = _mig_strategy(labels.get(GFD_MIG_STRATEGY))
+    product, count = labels.get(GFD_PRODUCT), _int(labels.get(GFD_COUNT)) or 0
+    memory = _int(labels.get(GFD_MEMORY))
+    mig = mig_resources(labels)
+    if strategy is MigStrategy.SINGLE and product and "-MIG-" in product:
+        # Single strategy: product is "<model>-MIG-<profile>" and count/memory describe the
+        # MIG devices, which are all the node offers; no whole GPU is left to ask for.
+        product, profile = product.split("-MIG-", 1)
+        mig, count, memory = (MigResource(profile, count, memory),), 0, None
+    return NodeInventory(
+        name=node.metadata.name,
+        gpu_model=product,
+        gpu_count=count,
+        gpu_memory_mib=memory,
+        mig_strategy=strategy,
+        mig_resources=mig,
+        leaf_switch=labels.get(config.leaf_switch_label),
+        tier=labels.get(config.tier_label),
+        ready=_is_ready(node),
+        schedulable=not (node.spec and node.spec.unschedulable),
+        cpu_millicores=int(parse_quantity(allocatable.get("cpu", "0")) * 1000),
+        memory_mib=int(parse_quantity(allocatable.get("memory", "0")) / MIB),
+        taints=tuple(
+            f"{t.key}={t.value or ''}:{t.effect}" for t in ((node.spec and node.spec.taints) or [])
+        ),
+    )
+
+
+def mig_resources(labels: dict[str, str]) -> tuple[MigResource, ...]:
+    """Mixed-strategy MIG counts: `nvidia.com/mig-1g.10gb.me.count` -> profile `1g.10gb+me`."""
+    found = []
+    for key, value in labels.items():
+        match = _MIG_COUNT_LABEL.match(key)
+        if not match:
+            continue
+        profile = match.group(1) + match.group(2).replace(".", "+")
+        memory = _int(labels.get(key[: -len(".count")] + ".memory"))
+        found.append(MigResource(profile, _int(value) or 0, memory))
+    return tuple(sorted(found, key=lambda r: r.profile))
+
+
+def _mig_strategy(value: str | None) -> MigStrategy:
+    try:
+        return MigStrategy(value or "none")
+    except ValueError:
+        return MigStrategy.NONE
+
+
+def _int(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() else None
+
+
+def _is_ready(node: Any) -> bool:
+    conditions = (node.status and node.status.conditions) or []
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+
+_PHASES = {status.value: status for status in JobStatus if status is not JobStatus.DELETED}
+
+
+def pod_observation(pod: Any, deleted: bool = False) -> JobObservation | None:
+    """The job's view of a pod; None for a pod that is not one of our jobs."""
+    labels = pod.metadata.labels or {}
+    if m.LABEL_JOB not in labels:
+        return None
+    phase = (pod.status and pod.status.phase) or "Pending"
+    reason, exit_code = _termination(pod)
+    return JobObservation(
+        job_id=labels[m.LABEL_JOB],
+        pod_name=pod.metadata.name,
+        namespace=pod.metadata.namespace,
+        status=JobStatus.DELETED if deleted else _PHASES.get(phase, JobStatus.UNKNOWN),
+        node_name=pod.spec.node_name if pod.spec else None,
+        reason=reason,
+        exit_code=exit_code,
+        terminating=pod.metadata.deletion_timestamp is not None,
+        annotations=dict(pod.metadata.annotations or {}),
+    )
+
+
+def _termination(pod: Any) -> tuple[str | None, int | None]:
+    """Why a pod is where it is: a container's end or wait, else the pod's own reason."""
+    status = pod.status
+    for container in (status and status.container_statuses) or []:
+        state = container.state
+        if state and state.terminated:
+            return state.terminated.reason, state.terminated.exit_code
+        if state and state.waiting and state.waiting.reason:
+            return state.waiting.reason, None
+    return (status.reason if status else None), None

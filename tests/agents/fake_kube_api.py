@@ -1,0 +1,379 @@
+"""A small stateful fake of the Kubernetes API server, on real HTTP, for backend tests.
+
+It speaks just enough of /api/v1 for the Kubernetes backend: nodes (list, get, merge-patch),
+namespaces (get), pods (create, get, list, merge-patch, delete with grace, the binding
+subresource) and watch=true streams of pod events (chunked JSON lines, resourceVersion, 410 Gone
+after `compact()`). Tests drive the rest of the cluster (kubelet, mig-manager) through hooks:
+`set_node_labels`, `set_pod_phase`, `finish_deletion`.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+MERGE_TYPES = ("application/merge-patch+json", "application/strategic-merge-patch+json")
+_uids = itertools.count(1)
+
+
+class ApiError(Exception):
+    def __init__(self, code: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status_body(code, reason, message)
+
+
+def status_body(code: int, reason: str, message: str = "") -> dict:
+    outcome = "Success" if code < 300 else "Failure"
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": outcome,
+            "message": message, "reason": reason, "code": code}
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def merge_patch(target: dict, patch: dict) -> dict:
+    """RFC 7386: maps merge, None deletes (strategic merge patch does the same for maps)."""
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            merge_patch(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+    return target
+
+
+def selector_matches(selector: str | None, labels: dict[str, str]) -> bool:
+    """Equality-based label selectors: `a=b`, `a==b`, `a!=b`, `a`, `!a`, joined by commas."""
+    for term in filter(None, (selector or "").split(",")):
+        found = re.match(r"^(!?)([^=!]+)(?:(==|=|!=)(.*))?$", term.strip())
+        if not found:
+            raise ApiError(400, "BadRequest", f"unsupported selector {term!r}")
+        negate, key, op, value = found.groups()
+        if op is None:
+            ok = (key in labels) != bool(negate)
+        elif op == "!=":
+            ok = labels.get(key) != value
+        else:
+            ok = labels.get(key) == value
+        if not ok:
+            return False
+    return True
+
+
+class FakeKubeApi:
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.nodes: dict[str, dict] = {}
+        self.pods: dict[tuple[str, str], dict] = {}
+        self.namespaces: set[str] = set()
+        self.requests: list[tuple[str, str]] = []  # (method, path) in arrival order
+        self._rv = 0
+        self._events: list[tuple[int, str, dict]] = []  # pod events: (rv, type, object)
+        self._oldest_rv = 0  # a watch from before this was compacted away: 410 Gone
+        self._closing = False
+        self._server: ThreadingHTTPServer | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> str:
+        self._server = ThreadingHTTPServer(
+            ("127.0.0.1", 0), type("Handler", (_Handler,), {"api": self})
+        )
+        self._server.daemon_threads = True
+        threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def stop(self) -> None:
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        if self._server:
+            self._server.shutdown()
+            self._server.server_close()
+
+    # -- test hooks (the parts of a cluster the tests play) ----------------------------------
+
+    def add_namespace(self, name: str) -> None:
+        with self._cond:
+            self.namespaces.add(name)
+
+    def add_node(self, name: str, labels: dict | None = None, allocatable: dict | None = None,
+                 ready: bool = True, unschedulable: bool = False,
+                 taints: list | None = None) -> None:
+        node = {
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "uid": f"uid-{next(_uids)}", "labels": dict(labels or {})},
+            "spec": {"unschedulable": unschedulable, "taints": taints or []},
+            "status": {
+                "allocatable": allocatable or {"cpu": "8", "memory": "32Gi"},
+                "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+            },
+        }
+        with self._cond:
+            self.nodes[name] = self._stamp(node)
+
+    def set_node_labels(self, name: str, labels: dict[str, str | None]) -> None:
+        with self._cond:
+            self._stamp(merge_patch(self.nodes[name], {"metadata": {"labels": labels}}))
+
+    def set_pod_phase(self, namespace: str, name: str, phase: str, reason: str | None = None,
+                      exit_code: int | None = None) -> None:
+        with self._cond:
+            pod = self.pods[(namespace, name)]
+            pod["status"]["phase"] = phase
+            if exit_code is not None:
+                terminated = {"exitCode": exit_code, "reason": reason or "Completed"}
+                pod["status"]["containerStatuses"] = [
+                    {"name": "job", "ready": False, "restartCount": 0, "image": "",
+                     "imageID": "", "state": {"terminated": terminated}}
+                ]
+            elif reason:
+                pod["status"]["reason"] = reason
+            self._event("MODIFIED", pod)
+
+    def finish_deletion(self, namespace: str, name: str) -> None:
+        """The kubelet is done with a terminating pod: it leaves the API."""
+        with self._cond:
+            self._event("DELETED", self.pods.pop((namespace, name)))
+
+    def compact(self) -> None:
+        """Forget the event history, as etcd compaction does."""
+        with self._cond:
+            self._events.clear()
+            self._oldest_rv = self._rv
+
+    def pod(self, namespace: str, name: str) -> dict | None:
+        with self._cond:
+            return copy.deepcopy(self.pods.get((namespace, name)))
+
+    # -- state changes (callers hold the lock) -----------------------------------------------
+
+    def _stamp(self, obj: dict) -> dict:
+        self._rv += 1
+        obj["metadata"]["resourceVersion"] = str(self._rv)
+        return obj
+
+    def _event(self, kind: str, pod: dict) -> None:
+        self._stamp(pod)
+        self._events.append((self._rv, kind, copy.deepcopy(pod)))
+        self._cond.notify_all()
+
+    def _get_pod(self, ns: str, name: str) -> dict:
+        if (ns, name) not in self.pods:
+            raise ApiError(404, "NotFound", f'pods "{name}" not found')
+        return self.pods[(ns, name)]
+
+    def _get_node(self, name: str) -> dict:
+        if name not in self.nodes:
+            raise ApiError(404, "NotFound", f'nodes "{name}" not found')
+        return self.nodes[name]
+
+    # -- API operations: (query, body, path params) -> (status, body) ------------------------
+
+    def list_nodes(self, query: dict, body: Any) -> tuple[int, dict]:
+        items = [copy.deepcopy(n) for n in self.nodes.values()
+                 if selector_matches(query.get("labelSelector"), n["metadata"]["labels"])]
+        return 200, {"kind": "NodeList", "apiVersion": "v1",
+                     "metadata": {"resourceVersion": str(self._rv)}, "items": items}
+
+    def get_node(self, query: dict, body: Any, name: str) -> tuple[int, dict]:
+        return 200, copy.deepcopy(self._get_node(name))
+
+    def patch_node(self, query: dict, body: Any, name: str) -> tuple[int, dict]:
+        node = self._get_node(name)
+        return 200, copy.deepcopy(self._stamp(merge_patch(node, body)))
+
+    def get_namespace(self, query: dict, body: Any, ns: str) -> tuple[int, dict]:
+        if ns not in self.namespaces:
+            raise ApiError(404, "NotFound", f'namespaces "{ns}" not found')
+        return 200, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns},
+                     "status": {"phase": "Active"}}
+
+    def create_pod(self, query: dict, body: dict, ns: str) -> tuple[int, dict]:
+        if ns not in self.namespaces:
+            raise ApiError(404, "NotFound", f'namespaces "{ns}" not found')
+        name = body["metadata"]["name"]
+        if (ns, name) in self.pods:
+            raise ApiError(409, "AlreadyExists", f'pods "{name}" already exists')
+        pod = copy.deepcopy(body)
+        pod["metadata"].update(namespace=ns, uid=f"uid-{next(_uids)}", creationTimestamp=now())
+        pod["status"] = {"phase": "Pending"}
+        self.pods[(ns, name)] = pod
+        self._event("ADDED", pod)
+        return 201, copy.deepcopy(pod)
+
+    def get_pod(self, query: dict, body: Any, ns: str, name: str) -> tuple[int, dict]:
+        return 200, copy.deepcopy(self._get_pod(ns, name))
+
+    def list_pods(self, query: dict, body: Any, ns: str | None = None) -> tuple[int, dict]:
+        items = [copy.deepcopy(p) for (pod_ns, _), p in self.pods.items()
+                 if ns in (None, pod_ns)
+                 and selector_matches(query.get("labelSelector"), p["metadata"].get("labels", {}))]
+        return 200, {"kind": "PodList", "apiVersion": "v1",
+                     "metadata": {"resourceVersion": str(self._rv)}, "items": items}
+
+    def patch_pod(self, query: dict, body: Any, ns: str, name: str) -> tuple[int, dict]:
+        pod = self._get_pod(ns, name)
+        merge_patch(pod, body)
+        self._event("MODIFIED", pod)
+        return 200, copy.deepcopy(pod)
+
+    def delete_pod(self, query: dict, body: Any, ns: str, name: str) -> tuple[int, dict]:
+        pod = self._get_pod(ns, name)
+        grace = int(query.get("gracePeriodSeconds", (body or {}).get("gracePeriodSeconds", 30)))
+        if pod["metadata"].get("deletionTimestamp"):
+            return 200, copy.deepcopy(pod)
+        if grace == 0 or not pod["spec"].get("nodeName"):  # nothing runs it: gone at once
+            self._event("DELETED", self.pods.pop((ns, name)))
+            return 200, copy.deepcopy(pod)
+        pod["metadata"].update(deletionTimestamp=now(), deletionGracePeriodSeconds=grace)
+        self._event("MODIFIED", pod)
+        return 200, copy.deepcopy(pod)
+
+    def bind_pod(self, query: dict, body: dict, ns: str, name: str) -> tuple[int, dict]:
+        pod = self._get_pod(ns, name)
+        target = body.get("target") or {}
+        if target.get("kind") != "Node" or not target.get("name"):
+            raise ApiError(422, "Invalid", "binding target must be a node")
+        if pod["spec"].get("nodeName"):
+            message = f'pod {name} is already assigned to node "{pod["spec"]["nodeName"]}"'
+            raise ApiError(409, "Conflict", message)
+        pod["spec"]["nodeName"] = target["name"]
+        # The fake kubelet starts the pod at once; tests move it on with set_pod_phase.
+        pod["status"].update(phase="Running", conditions=[{"type": "PodScheduled",
+                                                          "status": "True"}])
+        self._event("MODIFIED", pod)
+        # Like the real server: a Status, not the Binding (the client's known deserialise trap).
+        return 201, status_body(201, "", "")
+
+    def watch_pods(self, query: dict, ns: str | None = None) -> Iterator[dict]:
+        def wanted(obj: dict) -> bool:
+            meta = obj["metadata"]
+            return ns in (None, meta["namespace"]) and selector_matches(
+                query.get("labelSelector"), meta.get("labels", {})
+            )
+
+        deadline = time.monotonic() + int(query.get("timeoutSeconds", 30))
+        start = query.get("resourceVersion") or "0"
+        with self._cond:
+            if start == "0":  # no starting point: the current state first, as ADDED events
+                first = [{"type": "ADDED", "object": copy.deepcopy(p)}
+                         for p in self.pods.values() if wanted(p)]
+                since: int | None = self._rv
+            elif int(start) < self._oldest_rv:
+                gone = status_body(410, "Expired", f"too old resource version: {start}")
+                first, since = [{"type": "ERROR", "object": gone}], None
+            else:
+                first, since = [], int(start)
+        yield from first
+        while since is not None:
+            with self._cond:
+                new = [e for e in self._events if e[0] > since]
+                if not new:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or self._closing:
+                        return
+                    self._cond.wait(min(left, 0.2))
+                    continue
+                since = new[-1][0]
+            yield from ({"type": kind, "object": obj} for _, kind, obj in new if wanted(obj))
+
+    # -- routing -----------------------------------------------------------------------------
+
+    def handle(self, method: str, path: str, query: dict, body: Any) -> tuple[int, dict]:
+        for verb, pattern, operation in ROUTES:
+            found = re.match(pattern, path)
+            if verb == method and found:
+                with self._cond:
+                    self.requests.append((method, path))
+                    return getattr(self, operation)(query, body, **found.groupdict())
+        raise ApiError(404, "NotFound", f"no route for {method} {path}")
+
+
+_POD = r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)"
+ROUTES = [
+    ("GET", r"^/api/v1/nodes$", "list_nodes"),
+    ("GET", r"^/api/v1/nodes/(?P<name>[^/]+)$", "get_node"),
+    ("PATCH", r"^/api/v1/nodes/(?P<name>[^/]+)$", "patch_node"),
+    ("GET", r"^/api/v1/namespaces/(?P<ns>[^/]+)$", "get_namespace"),
+    ("GET", r"^/api/v1/pods$", "list_pods"),
+    ("GET", r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods$", "list_pods"),
+    ("POST", r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods$", "create_pod"),
+    ("GET", _POD + "$", "get_pod"),
+    ("PATCH", _POD + "$", "patch_pod"),
+    ("DELETE", _POD + "$", "delete_pod"),
+    ("POST", _POD + "/binding$", "bind_pod"),
+]
+_WATCHABLE = re.compile(r"^/api/v1(?:/namespaces/(?P<ns>[^/]+))?/pods$")
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Routes HTTP to a FakeKubeApi; `api` is set on a subclass per server."""
+
+    api: FakeKubeApi
+    protocol_version = "HTTP/1.1"  # keep-alive, and chunked streams for watches
+
+    def _dispatch(self) -> None:
+        url = urlsplit(self.path)
+        query = {k: v[0] for k, v in parse_qs(url.query).items()}
+        try:
+            body = self._body()
+            watched = _WATCHABLE.match(url.path)
+            if self.command == "GET" and query.get("watch") == "true" and watched:
+                with self.api._cond:
+                    self.api.requests.append(("WATCH", url.path))
+                self._stream(self.api.watch_pods(query, watched.group("ns")))
+                return
+            status, answer = self.api.handle(self.command, url.path, query, body)
+        except ApiError as exc:
+            status, answer = exc.status["code"], exc.status
+        self._send(status, answer)
+
+    do_GET = do_POST = do_PATCH = do_DELETE = _dispatch
+
+    def _body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        data = self.rfile.read(length) if length else b""  # read all: the socket is reused
+        if self.command == "PATCH" and self.headers.get("Content-Type") not in MERGE_TYPES:
+            # A JSON patch is a list of operations; the backend must not send one by mistake.
+            raise ApiError(415, "UnsupportedMediaType", self.headers.get("Content-Type", ""))
+        return json.loads(data) if data else None
+
+    def _send(self, status: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _stream(self, events: Iterator[dict]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for event in events:
+                line = json.dumps(event).encode() + b"\n"
+                self.wfile.write(b"%X\r\n%s\r\n" % (len(line), line))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client stopped watching
+        self.close_connection = True
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass

@@ -1,0 +1,69 @@
+"""Every YAML document under deploy/ passes the official Kubernetes schemas, strictly."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.agents.k8s_schema import assert_valid
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+
+
+def _documents():
+    for path in sorted(DEPLOY.glob("**/*.yaml")):
+        for number, doc in enumerate(yaml.safe_load_all(path.read_text())):
+            if doc is not None:
+                yield pytest.param(doc, id=f"{path.name}#{number}-{doc.get('kind')}")
+
+
+DOCUMENTS = list(_documents())
+
+
+def _by_kind(kind):
+    return [p.values[0] for p in DOCUMENTS if p.values[0]["kind"] == kind]
+
+
+@pytest.mark.parametrize("doc", DOCUMENTS)
+def test_every_document_is_valid(doc):
+    assert_valid(doc)
+
+
+def test_the_pieces_are_all_there():
+    deployments = {d["metadata"]["name"] for d in _by_kind("Deployment")}
+    assert deployments == {"tessera-portal", "tessera-worker", "tessera-beat"}
+    for kind in ("Service", "DaemonSet", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
+                 "ConfigMap", "Namespace"):
+        assert _by_kind(kind), kind
+
+
+def test_the_agent_runs_on_gpu_nodes_with_its_token():
+    (agent,) = _by_kind("DaemonSet")
+    spec = agent["spec"]["template"]["spec"]
+    assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    mount = spec["containers"][0]["volumeMounts"][0]
+    assert spec["volumes"][0]["secret"]["secretName"] == "tessera-agent-token"
+    assert mount["readOnly"] is True
+    assert f"{mount['mountPath']}/token" in spec["containers"][0]["command"]
+
+
+def test_the_backend_gets_the_least_rights_it_needs():
+    (role,) = _by_kind("ClusterRole")
+    rules = {(r["resources"][0]): sorted(r["verbs"]) for r in role["rules"]}
+    assert rules == {
+        "nodes": ["get", "list", "patch", "watch"],
+        "pods": ["create", "delete", "get", "list", "patch", "watch"],
+        "pods/binding": ["create"],
+        "namespaces": ["get"],
+    }
+    assert all(len(r["resources"]) == 1 and r["apiGroups"] == [""] for r in role["rules"])
+    with_token = [d["metadata"]["name"] for d in _by_kind("Deployment") + _by_kind("DaemonSet")
+                  if d["spec"]["template"]["spec"].get("automountServiceAccountToken", True)]
+    assert with_token == ["tessera-worker"]
+    worker = next(d for d in _by_kind("Deployment") if d["metadata"]["name"] == "tessera-worker")
+    assert worker["spec"]["template"]["spec"]["serviceAccountName"] == "tessera-backend"
+
+
+def test_there_is_exactly_one_beat():
+    beat = next(d for d in _by_kind("Deployment") if d["metadata"]["name"] == "tessera-beat")
+    assert beat["spec"]["replicas"] == 1 and beat["spec"]["strategy"]["type"] == "Recreate"

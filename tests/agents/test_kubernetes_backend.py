@@ -1,0 +1,276 @@
+"""The Kubernetes backend over real HTTP against the fake API server."""
+
+import threading
+import time
+
+import pytest
+
+from agents.backends import (
+    BackendError,
+    BindRequest,
+    CheckpointRequest,
+    Conflict,
+    JobStatus,
+    MigResource,
+    MigSlot,
+    MigStrategy,
+    Outcome,
+    PreemptRequest,
+    RepartitionPhase,
+    RepartitionRequest,
+    wait_for_repartition,
+)
+from agents.backends import k8s_manifests as m
+from agents.backends.base import Backend
+
+H100_LABELS = {
+    "nvidia.com/gpu.present": "true",
+    "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+    "nvidia.com/gpu.count": "8",
+    "nvidia.com/gpu.memory": "81559",
+    "nvidia.com/mig.strategy": "mixed",
+    "nvidia.com/mig-1g.10gb.count": "7",
+    "nvidia.com/mig-1g.10gb.memory": "9984",
+    "nvidia.com/mig-3g.40gb.count": "1",
+    "nvidia.com/mig-1g.10gb.me.count": "1",
+    "tessera.io/leaf-switch": "leaf-a1",
+    "tessera.io/tier": "on-demand",
+}
+
+
+def _bind(**overrides):
+    fields = dict(
+        job_id="42", pod_name="job-42-0", namespace="team-vision", project="detector",
+        job_kind="training", image="nvcr.io/nvidia/pytorch:24.05-py3",
+        command=("python", "train.py"), node_name="gpu-h100-01", gpu_count=2,
+    )
+    fields.update(overrides)
+    return BindRequest(**fields)
+
+
+@pytest.fixture
+def cluster(kube):
+    kube.add_namespace("team-vision")
+    kube.add_node("gpu-h100-01", H100_LABELS, {"cpu": "224", "memory": "2063731088Ki"})
+    kube.add_node("gpu-a100-07", {
+        "nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "A100-SXM4-40GB-MIG-1g.5gb",
+        "nvidia.com/gpu.count": "28", "nvidia.com/gpu.memory": "4864",
+        "nvidia.com/mig.strategy": "single",
+    }, {"cpu": "63500m", "memory": "500Gi"}, ready=False,
+        taints=[{"key": "aws.amazon.com/spot-itn", "value": "true", "effect": "NoSchedule"}])
+    kube.add_node("cpu-01", {"kubernetes.io/os": "linux"})
+    return kube
+
+
+def test_it_is_a_backend(backend):
+    assert isinstance(backend, Backend)
+
+
+def test_inventory_reads_gfd_labels(backend, cluster):
+    nodes = {n.name: n for n in backend.inventory()}
+    assert set(nodes) == {"gpu-h100-01", "gpu-a100-07"}  # the CPU node is not ours
+    h100 = nodes["gpu-h100-01"]
+    assert (h100.gpu_model, h100.gpu_count, h100.gpu_memory_mib) == (
+        "NVIDIA-H100-80GB-HBM3", 8, 81559
+    )
+    assert h100.mig_strategy is MigStrategy.MIXED
+    assert h100.mig_resources == (
+        MigResource("1g.10gb", 7, 9984), MigResource("1g.10gb+me", 1), MigResource("3g.40gb", 1)
+    )
+    assert (h100.leaf_switch, h100.tier, h100.ready, h100.schedulable) == (
+        "leaf-a1", "on-demand", True, True
+    )
+    assert (h100.cpu_millicores, h100.memory_mib) == (224000, 2015362)
+
+
+def test_inventory_reads_single_strategy_and_taints(backend, cluster):
+    a100 = {n.name: n for n in backend.inventory()}["gpu-a100-07"]
+    assert (a100.gpu_model, a100.gpu_count, a100.mig_strategy) == (
+        "A100-SXM4-40GB", 0, MigStrategy.SINGLE
+    )
+    assert a100.mig_resources == (MigResource("1g.5gb", 28, 4864),)
+    assert (a100.ready, a100.cpu_millicores, a100.memory_mib) == (False, 63500, 512000)
+    assert a100.taints == ("aws.amazon.com/spot-itn=true:NoSchedule",)
+
+
+def test_bind_creates_the_pod_and_binds_it(backend, cluster):
+    assert backend.bind(_bind()) is Outcome.DONE
+    pod = cluster.pod("team-vision", "job-42-0")
+    assert pod["spec"]["schedulerName"] == "tessera"
+    assert pod["spec"]["nodeName"] == "gpu-h100-01"
+    assert pod["metadata"]["labels"][m.LABEL_JOB] == "42"
+    assert pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "2"
+    assert ("POST", "/api/v1/namespaces/team-vision/pods/job-42-0/binding") in cluster.requests
+
+
+def test_a_repeated_bind_changes_nothing(backend, cluster):
+    backend.bind(_bind())
+    before = len(cluster.requests)
+    assert backend.bind(_bind()) is Outcome.ALREADY_DONE
+    assert [r[0] for r in cluster.requests[before:]] == ["GET"]  # one read, no write
+
+
+def test_bind_on_another_node_or_of_another_job_is_a_conflict(backend, cluster):
+    backend.bind(_bind())
+    with pytest.raises(Conflict):
+        backend.bind(_bind(node_name="gpu-a100-07"))
+    with pytest.raises(Conflict):
+        backend.bind(_bind(job_id="43"))
+
+
+def test_bind_of_a_mig_job_asks_for_the_profile_resource(backend, cluster):
+    assert backend.bind(_bind(gpu_count=0, mig_profile="1g.10gb+me")) is Outcome.DONE
+    limits = cluster.pod("team-vision", "job-42-0")["spec"]["containers"][0]["resources"]["limits"]
+    assert limits["nvidia.com/mig-1g.10gb.me"] == "1"
+
+
+def test_bind_into_a_missing_team_namespace_is_refused(backend, cluster):
+    with pytest.raises(BackendError, match="team-nlp"):
+        backend.bind(_bind(namespace="team-nlp"))
+
+
+def test_checkpoint_request_annotates_once(backend, cluster):
+    backend.bind(_bind())
+    req = CheckpointRequest("42", "job-42-0", "team-vision", checkpoint_id="ckpt-7")
+    assert backend.request_checkpoint(req) is Outcome.DONE
+    assert backend.request_checkpoint(req) is Outcome.ALREADY_DONE
+    annotations = cluster.pod("team-vision", "job-42-0")["metadata"]["annotations"]
+    assert annotations[m.ANNOTATION_CHECKPOINT] == "ckpt-7"
+    missing = CheckpointRequest("42", "job-42-9", "team-vision", checkpoint_id="ckpt-7")
+    assert backend.request_checkpoint(missing) is Outcome.GONE
+
+
+def test_preempt_annotates_then_deletes_with_grace(backend, cluster):
+    backend.bind(_bind())
+    req = PreemptRequest("42", "job-42-0", "team-vision", grace_seconds=120, reason="quota")
+    assert backend.preempt(req) is Outcome.DONE
+    pod = cluster.pod("team-vision", "job-42-0")
+    assert pod["metadata"]["annotations"][m.ANNOTATION_PREEMPTED] == "quota"
+    assert pod["metadata"]["deletionGracePeriodSeconds"] == 120
+    path = "/api/v1/namespaces/team-vision/pods/job-42-0"
+    writes = [r for r in cluster.requests if r[1] == path and r[0] in ("PATCH", "DELETE")]
+    assert writes == [("PATCH", path), ("DELETE", path)]  # the annotation comes first
+    assert backend.preempt(req) is Outcome.ALREADY_DONE  # terminating already
+    cluster.finish_deletion("team-vision", "job-42-0")
+    assert backend.preempt(req) is Outcome.GONE  # the release is confirmed
+
+
+def _repartition():
+    layout = (MigSlot("3g.40gb", 4), MigSlot("2g.20gb", 0))
+    name = m.mig_config_name("gpu-h100-01", {0: layout})
+    return RepartitionRequest("gpu-h100-01", 0, layout, name)
+
+
+def _later(seconds, action):
+    timer = threading.Timer(seconds, action)
+    timer.start()
+    return timer
+
+
+def test_repartition_sets_the_label_and_waits_for_success(backend, cluster):
+    cluster.set_node_labels("gpu-h100-01", {"nvidia.com/mig.config.state": "success"})  # stale
+    req = _repartition()
+    assert backend.repartition(req) is Outcome.DONE
+    assert backend.repartition(req) is Outcome.ALREADY_DONE
+    labels = cluster.nodes["gpu-h100-01"]["metadata"]["labels"]
+    assert labels["nvidia.com/mig.config"] == req.config_name
+    assert backend.repartition_state("gpu-h100-01").phase is RepartitionPhase.PENDING
+    # mig-manager's part, played by the test:
+    _later(0.3, lambda: cluster.set_node_labels(
+        "gpu-h100-01", {"nvidia.com/mig.config.state": "success"}))
+    state = wait_for_repartition(backend, "gpu-h100-01", req.config_name, timeout_s=5, poll_s=0.05)
+    assert (state.phase, state.finished, state.config_name) == (
+        RepartitionPhase.SUCCESS, True, req.config_name
+    )
+
+
+def test_repartition_reports_failure_and_times_out_cleanly(backend, cluster):
+    req = _repartition()
+    backend.repartition(req)
+    started = time.monotonic()
+    state = wait_for_repartition(backend, "gpu-h100-01", req.config_name, timeout_s=0.3,
+                                 poll_s=0.05)
+    assert state.phase is RepartitionPhase.PENDING and not state.finished
+    assert time.monotonic() - started < 2
+    cluster.set_node_labels("gpu-h100-01", {"nvidia.com/mig.config.state": "failed"})
+    state = wait_for_repartition(backend, "gpu-h100-01", req.config_name, timeout_s=5, poll_s=0.05)
+    assert state.phase is RepartitionPhase.FAILED and state.finished
+
+
+def test_the_fake_reproduces_the_clients_binding_trap(backend, cluster):
+    """Why the backend binds with _preload_content=False: the answer is a Status, not a Binding."""
+    backend.core.create_namespaced_pod("team-vision", m.pod_manifest(_bind(), "tessera"))
+    body = m.binding_manifest("job-42-0", "team-vision", "gpu-h100-01")
+    with pytest.raises(ValueError):  # pydantic's ValidationError is a ValueError
+        backend.core.create_namespaced_pod_binding("job-42-0", "team-vision", body)
+    assert cluster.pod("team-vision", "job-42-0")["spec"]["nodeName"] == "gpu-h100-01"
+
+
+def _statuses(observations):
+    return [(o.job_id, o.status) for o in observations]
+
+
+def test_poll_sees_our_pods_only(backend, cluster):
+    backend.bind(_bind())
+    stranger = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"},
+                "spec": {"containers": [{"name": "web", "image": "nginx"}]}}
+    backend.core.create_namespaced_pod("team-vision", stranger)
+    (seen,) = backend.poll_observations()
+    assert (seen.job_id, seen.status, seen.node_name) == ("42", JobStatus.RUNNING, "gpu-h100-01")
+
+
+def test_watch_resumes_where_the_poll_left_off(backend, cluster):
+    backend.bind(_bind())
+    backend.poll_observations()
+    cluster.set_pod_phase("team-vision", "job-42-0", "Succeeded", reason="Completed", exit_code=0)
+    cluster.finish_deletion("team-vision", "job-42-0")
+    seen = list(backend.watch(timeout_s=1))
+    assert _statuses(seen) == [("42", JobStatus.SUCCEEDED), ("42", JobStatus.DELETED)]
+    assert (seen[0].reason, seen[0].exit_code) == ("Completed", 0)
+    assert list(backend.watch(timeout_s=1)) == []  # nothing new: nothing twice
+
+
+def test_watch_streams_live_phase_changes(backend, cluster):
+    backend.bind(_bind())
+    backend.poll_observations()
+
+    def kubelet():
+        cluster.set_pod_phase("team-vision", "job-42-0", "Failed", reason="OOMKilled",
+                              exit_code=137)
+
+    timer = _later(0.3, kubelet)
+    started = time.monotonic()
+    observations = backend.watch(timeout_s=10)
+    seen = next(observations)
+    observations.close()  # the first change is enough: stop watching early
+    timer.join()
+    assert time.monotonic() - started < 5
+    assert (seen.status, seen.reason, seen.exit_code) == (JobStatus.FAILED, "OOMKilled", 137)
+
+
+def test_watch_sees_preemption_as_terminating_then_deleted(backend, cluster):
+    backend.bind(_bind())
+    backend.poll_observations()
+    backend.preempt(PreemptRequest("42", "job-42-0", "team-vision", 30, "higher priority"))
+    cluster.finish_deletion("team-vision", "job-42-0")
+    seen = list(backend.watch(timeout_s=1))
+    assert seen[-1].status is JobStatus.DELETED
+    assert any(o.terminating and o.status is JobStatus.RUNNING for o in seen)
+
+
+def test_a_watch_too_old_to_resume_relists(backend, cluster):
+    backend.bind(_bind())
+    backend.poll_observations()
+    cluster.set_pod_phase("team-vision", "job-42-0", "Succeeded", exit_code=0)
+    cluster.compact()  # the server forgot the history the watch would resume from
+    seen = list(backend.watch(timeout_s=1))
+    assert _statuses(seen) == [("42", JobStatus.SUCCEEDED)]  # from the relist
+    assert ("WATCH", "/api/v1/pods") in cluster.requests
+    cluster.set_pod_phase("team-vision", "job-42-0", "Failed", reason="Evicted")
+    assert _statuses(backend.watch(timeout_s=1)) == [("42", JobStatus.FAILED)]
+
+
+def test_a_first_watch_starts_from_a_list(backend, cluster):
+    backend.bind(_bind())
+    seen = list(backend.watch(timeout_s=1))
+    assert _statuses(seen) == [("42", JobStatus.RUNNING)]
