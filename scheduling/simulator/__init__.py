@@ -1,0 +1,4 @@
+"""Trace-driven simulator for the scheduling engine (plain Python; tqdm and plotly allowed).
+
+`fill` reproduces the FGD paper's experiment; see cli.py for the command line.
+"""
