@@ -1,0 +1,69 @@
+"""Tessera's scheduling engine: plain Python, no Django (nor Celery, Redis, kubernetes, pynvml).
+
+Data flow of one cycle (one way, no queries mid-cycle, no agent calls):
+
+    Snapshot (frozen: nodes + GPUs + MIG layouts, pending jobs, running members, queues,
+              in-flight actions, now)
+      -> Session       mutable per-cycle copy with free-capacity indexes (session.py)
+      -> actions       in policy order, least disruptive first (actions/):
+                       allocate (guaranteed, then burst) -> backfill -> reclaim -> preempt
+                       -> repartition; each tentative change goes through a Statement that a
+                       gang commits whole or discards
+      -> explain       reason, sentence, ETA and queue positions for every job left waiting
+      -> Plan          Bind / Preempt / Repartition actions + pending info + timings
+
+The adapter applies the plan; the actions come back as `Snapshot.in_flight` until confirmed.
+
+    plan = schedule(snapshot, "tessera")          # or "k8s-default", "binpack", a Policy
+"""
+
+from __future__ import annotations
+
+import time
+
+from .explain import explain
+from .memory import memory_need_gb, share_milli, smallest_profile
+from .mig import MigGeometry, MigProfile, canonical_model, geometry_for, layout_errors
+from .plan import Bind, PendingInfo, Plan, Preempt, Repartition
+from .policies import POLICIES, Policy, get_policy
+from .session import Session
+from .types import (
+    PRIORITY_CLASSES,
+    TIERS,
+    Allocation,
+    Gpu,
+    Job,
+    MigInstance,
+    Node,
+    Queue,
+    Running,
+    Snapshot,
+)
+
+__all__ = [
+    "PRIORITY_CLASSES", "TIERS", "POLICIES", "Allocation", "Bind", "Gpu", "Job", "MigGeometry",
+    "MigInstance", "MigProfile", "Node", "PendingInfo", "Plan", "Policy", "Preempt", "Queue",
+    "Repartition", "Running", "Snapshot", "canonical_model", "geometry_for", "layout_errors",
+    "memory_need_gb", "schedule", "share_milli", "smallest_profile",
+]
+
+
+def schedule(snapshot: Snapshot, config: str | Policy = "tessera", seed: int = 0) -> Plan:
+    """Run one cycle. Deterministic for a given snapshot, policy and seed."""
+    policy = get_policy(config)
+    features, actions = policy.build()
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    session = Session(snapshot, features, seed)
+    timings["open"] = time.perf_counter() - started
+    for name, action in actions:
+        began = time.perf_counter()
+        action(session)
+        timings[name] = time.perf_counter() - began
+    began = time.perf_counter()
+    pending = explain(session)
+    timings["explain"] = time.perf_counter() - began
+    timings["total"] = time.perf_counter() - started
+    return Plan(policy=policy.name, binds=tuple(session.binds),
+                preemptions=tuple(session.preemptions),
+                repartitions=tuple(session.repartitions), pending=pending, timings=timings)

@@ -1,0 +1,17 @@
+"""Actions, registered by name and run in the order a policy lists them (least disruptive
+first): allocate (guaranteed, then burst) -> backfill -> reclaim -> preempt -> repartition."""
+
+from __future__ import annotations
+
+from ..registry import Registry
+from .allocate import allocate
+from .backfill import backfill
+from .evict import preempt, reclaim
+from .repartition import repartition
+
+ACTIONS = Registry("action")
+ACTIONS.register("allocate", allocate)
+ACTIONS.register("backfill", backfill)
+ACTIONS.register("reclaim", reclaim)
+ACTIONS.register("preempt", preempt)
+ACTIONS.register("repartition", repartition)

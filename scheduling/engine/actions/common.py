@@ -1,0 +1,155 @@
+"""What the actions share: job order, quota admission and the try-place-commit step."""
+
+from __future__ import annotations
+
+import heapq
+
+from ..memory import share_milli, smallest_profile
+from ..mig import geometry_for
+from ..placement import allowed_models, as_whole, model_memory, place_job
+from ..plugins.fairshare import TeamDemand, deserved_shares
+from ..statement import Statement
+from ..types import Job
+
+PLACED, OVER_QUOTA, DENIED, NO_FIT = "placed", "over-quota", "denied", "no-fit"
+
+
+def team_key(job: Job):
+    """A team lead's order: class first, then the lead's order, then submission."""
+    return (-job.priority, job.queue_order, job.submitted_at, job.id)
+
+
+def overall_key(job: Job):
+    return (-job.priority, job.submitted_at, job.id)
+
+
+def ordered(session, jobs):
+    """Jobs in scheduling order. With fair share, teams take turns by weighted usage (the
+    least served team first) among heads of equal class; else plain class-then-FIFO."""
+    if not session.features.fairshare:
+        yield from sorted(jobs, key=overall_key)
+        return
+    queues: dict[str, list[Job]] = {}
+    for job in sorted(jobs, key=team_key, reverse=True):
+        queues.setdefault(job.team, []).append(job)  # a stack: next job at the end
+    heap = [_entry(session, team, q[-1]) for team, q in queues.items()]
+    heapq.heapify(heap)
+    while heap:
+        _, _, team = heapq.heappop(heap)
+        yield queues[team].pop()
+        if queues[team]:
+            heapq.heappush(heap, _entry(session, team, queues[team][-1]))
+
+
+def _entry(session, team: str, head: Job):
+    weight = max(session.queue(team).weight, 1e-9)
+    return (-head.priority, session.usage.get(team, 0.0) / weight, team)
+
+
+def min_units(session, job: Job) -> float:
+    """The fewest GPU units the job can count for (the exact figure is known once placed)."""
+    if as_whole(session, job):
+        return float((job.gpus or 1) * job.gang_size)
+    best = 1.0
+    for model in allowed_models(session, job):
+        geometry = geometry_for(model)
+        if session.features.mig and geometry is not None:
+            profile = smallest_profile(geometry, job.gpu_memory_gb)
+            if profile is not None:
+                best = min(best, geometry.gpu_fraction(profile))
+        if session.features.sharing:
+            milli = share_milli(job.gpu_memory_gb, model_memory(session)[model], job.gpu_milli)
+            if milli is not None:
+                best = min(best, milli / 1000)
+    return best * job.gang_size
+
+
+def deserved(session) -> dict[str, float]:
+    """Fair share of each team this cycle (computed once)."""
+    if "deserved" not in session.cache:
+        demand: dict[str, float] = dict(session.usage)
+        for job in session.waiting():
+            demand[job.team] = demand.get(job.team, 0.0) + min_units(session, job)
+        capacity = sum(1 for n in session.nodes.values() if n.ready
+                       for g in n.gpus if g.healthy)
+        teams = {}
+        for team in sorted(set(demand) | set(session.queues)):
+            q = session.queue(team)
+            teams[team] = TeamDemand(q.guaranteed_gpus, q.burst_limit_gpus, q.weight,
+                                     demand.get(team, 0.0))
+        session.cache["deserved"] = deserved_shares(capacity, teams)
+    return session.cache["deserved"]
+
+
+def within_guarantee(session, job: Job, units: float) -> bool:
+    return session.usage.get(job.team, 0.0) + units <= session.queue(job.team).guaranteed_gpus \
+        + 1e-9
+
+
+def burst_refusal(session, job: Job, units: float, used: float | None = None,
+                  fair: bool = True) -> tuple[str, str] | None:
+    """Why a job may not borrow `units` beyond its guarantee while its team holds `used`
+    (default: what it holds now); None if it may."""
+    q = session.queue(job.team)
+    if used is None:
+        used = session.usage.get(job.team, 0.0)
+    if q.burst_limit_gpus is not None and used + units > q.burst_limit_gpus + 1e-9:
+        return ("burst-limit", f"team {job.team} would hold {used + units:g} GPUs; its burst "
+                f"limit is {q.burst_limit_gpus:g} (guaranteed {q.guaranteed_gpus:g})")
+    share = deserved(session).get(job.team, 0.0)
+    if fair and session.features.fairshare and not job.production and \
+            used + units > share + 1e-9:
+        return ("fair-share", f"team {job.team} holds {used:g} GPUs ({q.guaranteed_gpus:g} "
+                f"guaranteed); its fair share of idle GPUs this cycle is {share:g}")
+    return None
+
+
+def request_shape(job: Job) -> tuple:
+    """What placement depends on: jobs with the same shape fit in the same places. Taking
+    capacity never makes room, so a shape that failed fails again until something is freed."""
+    return (job.gpu_models, job.gpus, job.gang_size, job.gpu_memory_gb, job.gpu_milli,
+            job.cpu_cores, job.memory_gb, job.production, job.checkpoints, job.preemptible,
+            job.kind)
+
+
+def try_place(session, job: Job, allow_borrow: bool) -> str:
+    """Place a job whole and commit it, honouring quotas. Returns PLACED, OVER_QUOTA (needs
+    to borrow but may not yet), DENIED (burst refused; reason recorded) or NO_FIT."""
+    quota = session.features.quota
+    if quota and not within_guarantee(session, job, min_units(session, job)):
+        if not allow_borrow:
+            return OVER_QUOTA
+        # Only the hard limit here: the fair-share test waits until the job is known to fit,
+        # so a job that cannot fit anyway is explained by what it lacks.
+        refusal = burst_refusal(session, job, min_units(session, job), fair=False)
+        if refusal:
+            session.reasons[job.id] = refusal
+            return DENIED
+    used_before = session.usage.get(job.team, 0.0)
+    shape = request_shape(job)
+    failed = session.cache.setdefault("no-fit", {})
+    if failed.get(shape) == session.releases:
+        return NO_FIT  # the same request failed and nothing was freed since
+    stmt = Statement(session)
+    placed_all = place_job(session, job, stmt)
+    if not placed_all and (session.features.gang or not stmt.allocated):
+        stmt.discard()
+        failed[shape] = session.releases
+        return NO_FIT
+    units = stmt.units
+    borrowed = quota and used_before + units > session.queue(job.team).guaranteed_gpus + 1e-9
+    if borrowed and not allow_borrow:
+        stmt.discard()
+        return OVER_QUOTA
+    if borrowed:
+        refusal = burst_refusal(session, job, units, used_before)
+        if refusal:
+            stmt.discard()
+            session.reasons[job.id] = refusal
+            return DENIED
+    stmt.commit(borrowed=borrowed)
+    session.reasons.pop(job.id, None)
+    if not placed_all:
+        session.reasons[job.id] = ("partial", "only some members found a place; the others "
+                                   "wait (no gang scheduling in this policy)")
+    return PLACED

@@ -1,0 +1,143 @@
+"""reclaim and preempt: pick running jobs to stop so that a waiting job can start later.
+
+Victims, best first: borrowed before within-quota, then the lowest class, then the least work
+lost since the last checkpoint. A job within another team's guarantee is never stopped to serve
+a burst; only production inference within its own guarantee may take it. The preemptor is not
+placed in this cycle: it waits until the backend confirms the release.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ..placement import allowed_models, place_job
+from ..plan import Preempt
+from ..statement import Statement
+from .common import burst_refusal, min_units, ordered, request_shape, within_guarantee
+
+NODE_TRIES = 12
+ATTEMPTS = 24
+
+
+def reclaim(session) -> None:
+    def eligible(member, job, _within):
+        victim = member.job
+        return (member.borrowed and victim.team != job.team and victim.preemptible
+                and (job.production or not victim.production))
+    _evict_for(session, eligible, "reclaim", need_guarantee=True)
+
+
+def preempt(session) -> None:
+    def eligible(member, job, within):
+        victim = member.job
+        if not victim.preemptible or victim.priority >= job.priority:
+            return False
+        if victim.team == job.team or member.borrowed:
+            return True
+        return job.production and within
+    _evict_for(session, eligible, "preempt", need_guarantee=False)
+
+
+def _evict_for(session, eligible, reason: str, need_guarantee: bool) -> None:
+    attempts = session.features.option("preempt_attempts", ATTEMPTS)
+    runners = _runners(session)
+    if not runners:
+        return
+    failed: set = set()  # request shapes that found no victims this cycle
+    for job in ordered(session, _candidates(session)):
+        if attempts <= 0:
+            return
+        key = (request_shape(job), job.team, job.priority)
+        if key in failed:
+            continue
+        units = min_units(session, job)
+        within = not session.features.quota or within_guarantee(session, job, units)
+        if need_guarantee and not within:
+            continue
+        if not within and burst_refusal(session, job, units):
+            continue
+        pool = [m for m in runners if m.job_id not in session.preempting
+                and eligible(m, job, within)]
+        if not pool:
+            continue
+        attempts -= 1
+        victims = find_victims(session, job, pool)
+        if victims:
+            _nominate(session, job, victims, reason)
+        else:
+            failed.add(key)
+
+
+def _runners(session):
+    """First member of every running job the engine may stop (not ones placed this cycle)."""
+    firsts = []
+    for job_id in sorted(session.members):
+        members = session.members[job_id]
+        if members[0].job is not None and not any(m.new for m in members):
+            firsts.append(members[0])
+    return firsts
+
+
+def _candidates(session):
+    return [j for j in session.waiting()
+            if j.id not in session.reasons and j.id not in session.blocked_behind
+            and j.id not in session.nominated]
+
+
+def victim_key(session, member):
+    job = member.job
+    since = member.started_at
+    if job.checkpoints and job.last_checkpoint_at is not None:
+        since = max(since, job.last_checkpoint_at)
+    lost = max(0.0, session.now - since) * sum(m.units for m in session.members[job.id])
+    return (0 if member.borrowed else 1, job.priority, lost, job.id)
+
+
+def find_victims(session, job, pool) -> list[str] | None:
+    """The cheapest set of victims on one node after which `job` fits; else None."""
+    models = set(allowed_models(session, job))
+    keys = {m.job_id: victim_key(session, m) for m in pool}
+    by_node = defaultdict(set)
+    for first in pool:
+        for member in session.members[first.job_id]:
+            if session.nodes[member.node].model in models:
+                by_node[member.node].add(first.job_id)
+    nodes = sorted(by_node, key=lambda n: (min(keys[v] for v in by_node[n]), n))
+    best = None
+    for node in nodes[:NODE_TRIES]:
+        chosen = _victims_on(session, job, sorted(by_node[node], key=keys.get))
+        if chosen is not None:
+            cost = (sum(keys[v][0] for v in chosen), max(keys[v][1] for v in chosen),
+                    sum(keys[v][2] for v in chosen), len(chosen))
+            if best is None or cost < best[0]:
+                best = (cost, chosen)
+    return best[1] if best else None
+
+
+def _victims_on(session, job, ordered_victims) -> list[str] | None:
+    stmt = Statement(session)
+    chosen = []
+    try:
+        for victim in ordered_victims:
+            stmt.evict(victim)
+            chosen.append(victim)
+            probe = Statement(session)
+            fits = place_job(session, job, probe)
+            probe.discard()
+            if fits:
+                return chosen
+        return None
+    finally:
+        stmt.discard()
+
+
+def _nominate(session, job, victims, reason: str) -> None:
+    for victim in victims:
+        session.preemptions.append(Preempt(job_id=victim, for_job_id=job.id, reason=reason))
+        session.preempting.add(victim)
+    session.nominated[job.id] = len(victims)
+    names = ", ".join(victims)
+    session.reasons[job.id] = (
+        "waiting-for-preemption",
+        f"{len(victims)} job(s) asked to stop to make room ({names}); it starts once their "
+        "GPUs are released")

@@ -1,0 +1,197 @@
+"""Explanations for every job left waiting: a reason code, a sentence a team lead understands
+(with the counterfactual where there is one), an estimated start and queue positions.
+
+The estimate walks the expected ends of running jobs on the GPU models the job may use, in
+order, until enough GPU units are free for the job and for the jobs ahead of it in the queue.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+
+from .memory import smallest_profile
+from .mig import canonical_model, geometry_for
+from .placement import allowed_models, as_whole, model_memory
+from .plan import PendingInfo
+from .plugins.tiers import tier_order
+from .types import Job
+
+
+def _gpu_free_units(gpu) -> float:
+    if not gpu.usable:
+        return 0.0
+    if gpu.mig_enabled:
+        busy = sum(i[0].compute_slices for i in gpu.instances.values() if i[1] is not None)
+        return (gpu.geometry.compute_slices - busy) / gpu.geometry.compute_slices
+    return 0.0 if gpu.whole_job else 1 - gpu.milli_used / 1000
+
+
+def _model_supply(session):
+    """Per model: (free units, total units, [(expected end, units)] sorted)."""
+    if "supply" in session.cache:
+        return session.cache["supply"]
+    supply = defaultdict(lambda: [0.0, 0.0, []])
+    for node in session.nodes.values():
+        entry = supply[node.model]
+        for gpu in node.gpus:
+            entry[0] += _gpu_free_units(gpu)
+            entry[1] += 1.0 if gpu.healthy and node.ready else 0.0
+    for members in session.members.values():
+        for m in members:
+            if m.job is not None:
+                end = session.now if m.job_id in session.preempting else \
+                    m.started_at + m.job.expected_runtime_s
+                supply[session.nodes[m.node].model][2].append((end, m.units))
+    for entry in supply.values():
+        entry[2].sort()
+    session.cache["supply"] = supply
+    return supply
+
+
+def _release_curve(session, models):
+    """For these models: (free units, total units, expected ends sorted, units freed by
+    each end cumulated), cached per model set so each estimate is a bisection."""
+    key = ("curve", models)
+    if key not in session.cache:
+        supply = _model_supply(session)
+        ends = sorted(e for m in models for e in supply[m][2])
+        cumulative, running = [], 0.0
+        for _, units in ends:
+            running += units
+            cumulative.append(running)
+        session.cache[key] = (sum(supply[m][0] for m in models),
+                              sum(supply[m][1] for m in models),
+                              [end for end, _ in ends], cumulative)
+    return session.cache[key]
+
+
+def estimate_start(session, job: Job, ahead: float = 0.0) -> float | None:
+    """When enough GPU units for the job (and `ahead` units queued before it) should be free;
+    None when it cannot tell (nothing running would ever make room)."""
+    from .actions.common import min_units
+    models = allowed_models(session, job)
+    if not models:
+        return None
+    free, total, ends, cumulative = _release_curve(session, models)
+    need = min_units(session, job)
+    if total < need:
+        return None
+    missing = need + ahead - free
+    if missing <= 1e-9:
+        # Enough units in total but not in the shape it needs: the next release may give it.
+        return max(ends[0], session.now) if ends else None
+    at = bisect.bisect_left(cumulative, missing - 1e-9)
+    return max(ends[at], session.now) if at < len(ends) else None
+
+
+def _largest_free_group(session, job: Job, models) -> tuple[int, int]:
+    """(largest free whole-GPU group on one node, same on tiers the job may not use)."""
+    allowed = tier_order(job, session.features.tiers)
+    best = other = 0
+    for (model, tier), buckets in session.whole.items():
+        if model in models:
+            level = max((k for k, v in buckets.items() if v), default=0)
+            if tier in allowed:
+                best = max(best, level)
+            else:
+                other = max(other, level)
+    return best, other
+
+
+def _node_word(session, models) -> str:
+    kinds = {n.node.interconnect for n in session.nodes.values() if n.model in models}
+    return "one NVSwitch node" if kinds == {"nvswitch"} else "one node"
+
+
+def _no_model(session, job: Job) -> tuple[str, str]:
+    memory = model_memory(session)
+    wanted = {canonical_model(m) for m in job.gpu_models}
+    present = [m for m in memory if not wanted or m in wanted]
+    if not present:
+        return ("no-such-gpu", f"asks for {', '.join(job.gpu_models)}; the cluster has none")
+    largest = max(memory[m] for m in present)
+    return ("gpu-memory", f"needs {job.gpu_memory_gb:g} GB per GPU; the largest allowed GPU "
+            f"has {largest:g} GB")
+
+
+def _whole_reason(session, job: Job, models) -> tuple[str, str]:
+    count, members = job.gpus or 1, job.gang_size
+    total = count * members
+    best, other = _largest_free_group(session, job, models)
+    names = "/".join(models)
+    if members > 1 and total > session.max_gpus_per_node and session.features.gang:
+        free_nodes = sum(len(b.get(session.max_gpus_per_node, {}))
+                         for (m, _), b in session.whole.items() if m in models)
+        return ("no-gang-group", f"needs {members} × {count} {names} GPUs on nodes under one "
+                f"leaf switch; {free_nodes} fully free nodes now")
+    if best >= total:
+        return ("host-resources", f"needs {job.cpu_cores:g} CPU cores and {job.memory_gb:g} GB "
+                f"RAM beside its GPUs; no node with {total} free GPUs has that much left")
+    if other >= total and job.production:
+        return ("tier", f"production inference never runs on spot; only spot nodes have "
+                f"{total} free {names} GPUs")
+    return ("no-free-gpus", f"needs {total} {names} GPUs on {_node_word(session, models)}; "
+            f"the largest free group is {best}")
+
+
+def _slice_reason(session, job: Job, models) -> tuple[str, str]:
+    slices = []
+    for model in models:
+        geometry = geometry_for(model)
+        profile = geometry and session.features.mig and smallest_profile(geometry,
+                                                                            job.gpu_memory_gb)
+        slices.append(f"{profile.name} on {model}" if profile else f"a share of a {model}")
+    planned = {r.node for r in session.repartitions if r.mig_enabled}
+    nodes = {n.name for n in session.nodes.values() if n.model in models}
+    what = f"needs {job.gpu_memory_gb:g} GB of GPU memory ({'; '.join(slices[:3])})"
+    if planned & nodes:
+        return ("repartition-pending", f"{what}; a GPU is being repartitioned for it and it "
+                "starts once the new layout is confirmed")
+    return ("no-slice", f"{what}; no such slice or share is free")
+
+
+def diagnose(session, job: Job) -> tuple[str, str]:
+    if job.id in session.reasons:
+        return session.reasons[job.id]
+    if job.id in session.nominated:
+        return ("waiting-for-preemption", "jobs were asked to stop to make room; it starts "
+                "once their GPUs are released")
+    if job.id in session.blocked_behind:
+        return ("team-order", f"waits behind {session.blocked_behind[job.id]} in team "
+                f"{job.team}'s order")
+    models = allowed_models(session, job)
+    if not models:
+        return _no_model(session, job)
+    code, text = (_whole_reason if as_whole(session, job) else _slice_reason)(session, job,
+                                                                              models)
+    if session.features.quota:
+        q = session.queue(job.team)
+        used = session.usage.get(job.team, 0.0)
+        if q.guaranteed_gpus > 0 and used >= q.guaranteed_gpus - 1e-9:
+            text = (f"team quota {used:g}/{q.guaranteed_gpus:g} GPUs in use and no idle GPU "
+                    f"to borrow: {text}")
+            code = "quota-no-idle"
+    return code, text
+
+
+def explain(session) -> dict[str, PendingInfo]:
+    """PendingInfo for every job still waiting, keyed by job id."""
+    from .actions.common import min_units, overall_key, team_key
+    waiting = [j for j in session.snapshot.pending if j.id not in session.placed
+               and j.id not in session.members]
+    overall = sorted(waiting, key=overall_key)
+    team_rank: dict[str, int] = {}
+    teams = defaultdict(list)
+    for job in sorted(waiting, key=team_key):
+        teams[job.team].append(job)
+        team_rank[job.id] = len(teams[job.team])
+    ahead: dict[tuple, float] = defaultdict(float)
+    infos = {}
+    for position, job in enumerate(overall, start=1):
+        key = allowed_models(session, job)
+        code, text = diagnose(session, job)
+        eta = estimate_start(session, job, ahead[key])
+        ahead[key] += min_units(session, job)
+        infos[job.id] = PendingInfo(job.id, code, text, eta, team_rank[job.id], position)
+    return infos

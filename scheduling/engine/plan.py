@@ -1,0 +1,76 @@
+"""What a cycle decides: the plan and its actions.
+
+The same Bind / Preempt / Repartition types come back in the next snapshot as `in_flight`
+until the backend confirms them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .types import Allocation
+
+
+@dataclass(frozen=True)
+class Bind:
+    """Start member `member` of job `job_id` on `node` with these allocations. A MIG
+    allocation whose instance does not exist yet asks the binder to create it at that start
+    slot (it touches only free memory slices). `borrowed`: the job runs beyond its team's
+    guarantee and is the first to be reclaimed."""
+
+    job_id: str
+    team: str
+    member: int
+    node: str
+    allocations: tuple[Allocation, ...]
+    borrowed: bool = False
+
+
+@dataclass(frozen=True)
+class Preempt:
+    """Stop `job_id` (all its members) so that `for_job_id` can start in a later cycle.
+    `reason` is "reclaim" (guarantee owed to another team) or "preempt" (higher class)."""
+
+    job_id: str
+    for_job_id: str
+    reason: str = "preempt"
+
+
+@dataclass(frozen=True)
+class Repartition:
+    """Set GPU `gpu_index` of `node` to MIG mode `mig_enabled` with this layout of
+    (profile name, start slot) instances. Only planned when every instance it removes is idle."""
+
+    node: str
+    gpu_index: int
+    mig_enabled: bool
+    layout: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class PendingInfo:
+    """Why a job still waits: a reason code, a sentence for a team lead, an estimated start
+    (None = cannot tell), and its queue positions (1-based)."""
+
+    job_id: str
+    reason: str
+    message: str
+    eta: float | None
+    team_position: int
+    overall_position: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    policy: str
+    binds: tuple[Bind, ...] = ()
+    preemptions: tuple[Preempt, ...] = ()
+    repartitions: tuple[Repartition, ...] = ()
+    pending: dict[str, PendingInfo] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def actions(self) -> tuple:
+        return self.binds + self.preemptions + self.repartitions

@@ -1,0 +1,32 @@
+"""One small registry type for plugins, actions and policies: names are explicit, a duplicate
+name is refused, and an unknown name fails loudly with the names that do exist."""
+
+from __future__ import annotations
+
+
+class Registry:
+    def __init__(self, kind: str):
+        self.kind = kind
+        self._items: dict[str, object] = {}
+
+    def register(self, name: str, item=None):
+        """Register `item` under `name`; without `item`, return a decorator."""
+        if item is None:
+            return lambda obj: self.register(name, obj)
+        if name in self._items:
+            raise ValueError(f"{self.kind} {name!r} is already registered")
+        self._items[name] = item
+        return item
+
+    def get(self, name: str):
+        try:
+            return self._items[name]
+        except KeyError:
+            known = ", ".join(sorted(self._items))
+            raise KeyError(f"unknown {self.kind} {name!r}; known: {known}") from None
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._items)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._items

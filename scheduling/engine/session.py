@@ -1,0 +1,210 @@
+"""The session: a per-cycle mutable copy of the snapshot, with indexes of free capacity.
+
+Indexes (kept current on every occupy/release, so no action scans every node per job):
+  whole[(model, tier)][free whole GPUs] -> {node name: NodeState}
+  mig[(model, tier)][occupied memory-slice mask] -> {gpu key: GpuState}   (MIG-enabled GPUs)
+  idle[(model, tier, shape)] -> {gpu key: GpuState}                       (idle MIG instances)
+  share[(model, tier)][free milli] -> {gpu key: GpuState}                 (sharable GPUs)
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from .mig import canonical_model
+from .plan import Bind, Preempt, Repartition
+from .plugins.features import Features
+from .state import GpuState, Member, NodeState
+from .types import Job, Queue, Snapshot
+
+
+def _nested():
+    return defaultdict(dict)
+
+
+class Session:
+    def __init__(self, snapshot: Snapshot, features: Features, seed: int = 0):
+        self.snapshot = snapshot
+        self.features = features
+        self.seed = seed
+        self.now = snapshot.now
+        self.whole: dict = defaultdict(_nested)
+        self.mig: dict = defaultdict(_nested)
+        self.idle: dict = defaultdict(dict)
+        self.share: dict = defaultdict(_nested)
+        self.nodes: dict[str, NodeState] = {}
+        self.members: dict[str, list[Member]] = defaultdict(list)
+        self.usage: dict[str, float] = defaultdict(float)
+        self.queues: dict[str, Queue] = {q.team: q for q in snapshot.queues}
+        self.binds: list[Bind] = []
+        self.preemptions: list[Preempt] = []
+        self.repartitions: list[Repartition] = []
+        self.preempting: set[str] = set()   # victims already asked to stop
+        self.nominated: dict[str, int] = {}  # preemptor -> victims it waits for
+        self.reasons: dict[str, tuple[str, str]] = {}
+        self.blocked_behind: dict[str, str] = {}
+        self.placed: set[str] = set()
+        self.jobs: dict[str, Job] = {j.id: j for j in snapshot.pending}
+        self.max_gpus_per_node = max((len(n.gpus) for n in snapshot.nodes), default=0)
+        self.cache: dict = {}
+        self.releases = 0  # bumps whenever capacity is given back (see actions.common)
+        self._load(snapshot)
+
+    # --- building ---------------------------------------------------------------------------
+
+    def _load(self, snapshot: Snapshot) -> None:
+        for node in sorted(snapshot.nodes, key=lambda n: n.name):
+            self.nodes[node.name] = NodeState(node, canonical_model(node.gpu_model))
+        self._apply_in_flight_layouts(snapshot)
+        for run in snapshot.running:
+            self.occupy(Member(run.job.id, run.job.team, run.job, run.node, run.allocations,
+                               run.borrowed, run.started_at, run.member), reindex=False)
+        jobs = {j.id: j for j in snapshot.pending}
+        for action in snapshot.in_flight:
+            if isinstance(action, Bind) and action.node in self.nodes:
+                job = jobs.get(action.job_id)
+                self.occupy(Member(action.job_id, action.team, job, action.node,
+                                   action.allocations, action.borrowed, self.now, action.member),
+                            reindex=False)
+            elif isinstance(action, Preempt):
+                self.preempting.add(action.job_id)
+                self.nominated[action.for_job_id] = self.nominated.get(action.for_job_id, 0) + 1
+        for node in self.nodes.values():
+            for gpu in node.gpus:
+                self.reindex_gpu(gpu)
+            self.reindex_node(node)
+
+    def _apply_in_flight_layouts(self, snapshot: Snapshot) -> None:
+        for action in snapshot.in_flight:
+            if isinstance(action, Repartition) and action.node in self.nodes:
+                gpu = self.gpu(action.node, action.gpu_index)
+                gpu.set_layout(action.mig_enabled, action.layout)
+                gpu.settling = True
+
+    # --- lookups ----------------------------------------------------------------------------
+
+    def gpu(self, node: str, index: int) -> GpuState:
+        gpus = self.nodes[node].gpus
+        if index < len(gpus) and gpus[index].index == index:
+            return gpus[index]
+        for gpu in gpus:
+            if gpu.index == index:
+                return gpu
+        raise KeyError(f"node {node} has no GPU {index}")
+
+    def waiting(self) -> list[Job]:
+        """Pending jobs still to decide: not bound in flight, not placed this cycle."""
+        return [j for j in self.snapshot.pending
+                if j.id not in self.members and j.id not in self.placed]
+
+    def queue(self, team: str) -> Queue:
+        return self.queues.get(team) or Queue(team=team, guaranteed_gpus=0.0)
+
+    def running_members(self):
+        for members in self.members.values():
+            yield from members
+
+    # --- occupancy --------------------------------------------------------------------------
+
+    def occupy(self, member: Member, reindex: bool = True) -> None:
+        """Take a member's resources. `reindex=False` while loading: indexes are built once
+        at the end."""
+        node = self.nodes[member.node]
+        units = 0.0
+        for alloc in member.allocations:
+            gpu = self.gpu(member.node, alloc.gpu_index)
+            self._take(gpu, member, alloc)
+            units += gpu.units(alloc)
+            if reindex:
+                self.reindex_gpu(gpu)
+        member.units = units
+        if member.job is not None:
+            node.free_cpu -= member.job.cpu_cores
+            node.free_mem -= member.job.memory_gb
+        self.usage[member.team] += units
+        self.members[member.job_id].append(member)
+        if reindex:
+            self.reindex_node(node)
+
+    def release(self, member: Member, undo: bool = False) -> None:
+        """Free a member's resources. `undo` also removes MIG instances created this cycle."""
+        self.releases += 1
+        node = self.nodes[member.node]
+        for alloc in member.allocations:
+            gpu = self.gpu(member.node, alloc.gpu_index)
+            self._give_back(gpu, member, alloc, undo)
+            self.reindex_gpu(gpu)
+        if member.job is not None:
+            node.free_cpu += member.job.cpu_cores
+            node.free_mem += member.job.memory_gb
+        self.usage[member.team] -= member.units
+        members = self.members[member.job_id]
+        members.remove(member)
+        if not members:
+            del self.members[member.job_id]
+        self.reindex_node(node)
+
+    def _take(self, gpu: GpuState, member: Member, alloc) -> None:
+        if alloc.mig_profile is not None:
+            inst = gpu.instances.get(alloc.mig_start)
+            if inst is None:
+                gpu.add_instance(gpu.geometry.resolve(alloc.mig_profile), alloc.mig_start,
+                                 created=member.new)
+            gpu.set_user(alloc.mig_start, member.job_id)
+        elif alloc.milli >= 1000:
+            gpu.whole_job = member.job_id
+        else:
+            gpu.shares[(member.job_id, member.member)] = (alloc.milli, alloc.memory_gb)
+            gpu.milli_used += alloc.milli
+            gpu.mem_used += alloc.memory_gb
+
+    def _give_back(self, gpu: GpuState, member: Member, alloc, undo: bool) -> None:
+        if alloc.mig_profile is not None:
+            inst = gpu.instances.get(alloc.mig_start)
+            if inst is None:
+                return
+            gpu.set_user(alloc.mig_start, None)
+            if undo and inst[2]:
+                gpu.drop_instance(alloc.mig_start)
+        elif alloc.milli >= 1000:
+            gpu.whole_job = None
+        else:
+            milli, memory = gpu.shares.pop((member.job_id, member.member))
+            gpu.milli_used -= milli
+            gpu.mem_used -= memory
+
+    # --- indexes ----------------------------------------------------------------------------
+
+    @staticmethod
+    def _move(table: dict, keys: dict, name: str, new, item_key, item) -> None:
+        old = keys.get(name)
+        if old == new:
+            return
+        if old is not None:
+            outer, bucket = old
+            del table[outer][bucket][item_key]
+        if new is not None:
+            outer, bucket = new
+            table[outer][bucket][item_key] = item
+        keys[name] = new
+
+    def reindex_node(self, node: NodeState) -> None:
+        count = sum(1 for g in node.gpus if g.whole_free) if node.ready else 0
+        new = ((node.model, node.tier), count) if count else None
+        self._move(self.whole, node.index_keys, "whole", new, node.name, node)
+
+    def reindex_gpu(self, gpu: GpuState) -> None:
+        outer = (gpu.node.model, gpu.node.tier)
+        mig = (outer, gpu.used_mask) if gpu.mig_enabled and gpu.usable else None
+        self._move(self.mig, gpu.index_keys, "mig", mig, gpu.key, gpu)
+        share = (outer, 1000 - gpu.milli_used) if gpu.sharable else None
+        self._move(self.share, gpu.index_keys, "share", share, gpu.key, gpu)
+        shapes = set()
+        if mig is not None:
+            shapes = {inst[0].shape for inst in gpu.instances.values() if inst[1] is None}
+        old_shapes = gpu.index_keys.get("idle", set())
+        for shape in old_shapes - shapes:
+            del self.idle[(*outer, shape)][gpu.key]
+        for shape in shapes - old_shapes:
+            self.idle[(*outer, shape)][gpu.key] = gpu
+        gpu.index_keys["idle"] = shapes

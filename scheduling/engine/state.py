@@ -1,0 +1,141 @@
+"""Mutable per-cycle state of one GPU, one node and one job member (the session's copy)."""
+
+from __future__ import annotations
+
+from .mig import MigGeometry, MigProfile, geometry_for
+from .types import NODE_READY, Allocation, Gpu, Job, Node
+
+
+class GpuState:
+    """A GPU as the cycle sees it. MIG instances are {start: [profile, job_id, created]}, where
+    `created` marks an instance made by a tentative bind of this cycle (undone with it)."""
+
+    __slots__ = ("node", "gpu", "index", "key", "geometry", "memory_gb", "mig_enabled",
+                 "instances", "used_mask", "compute_used", "whole_job", "shares", "milli_used",
+                 "mem_used", "settling", "changed_at", "healthy", "index_keys", "busy")
+
+    def __init__(self, node: NodeState, gpu: Gpu):
+        self.node = node
+        self.gpu = gpu
+        self.index = gpu.index
+        self.key = (node.name, gpu.index)
+        self.geometry: MigGeometry | None = geometry_for(node.model)
+        self.memory_gb = gpu.memory_gb
+        self.mig_enabled = gpu.mig_enabled and self.geometry is not None
+        self.instances: dict[int, list] = {}
+        self.used_mask = 0
+        self.compute_used = 0
+        self.whole_job: str | None = None
+        self.shares: dict[tuple[str, int], tuple[int, float]] = {}
+        self.milli_used = 0
+        self.mem_used = 0.0
+        self.settling = False
+        self.changed_at = gpu.layout_changed_at
+        self.healthy = gpu.healthy
+        self.index_keys: dict[str, object] = {}
+        self.busy = 0  # MIG instances in use
+        if self.mig_enabled:
+            for inst in gpu.mig_instances:
+                self.add_instance(self.geometry.resolve(inst.profile), inst.start)
+                if inst.job_id is not None:  # held even if no running member says so
+                    self.set_user(inst.start, inst.job_id)
+
+    def add_instance(self, profile: MigProfile, start: int, created: bool = False) -> None:
+        self.instances[start] = [profile, None, created]
+        self.used_mask |= profile.mask_at(start)
+        self.compute_used += profile.compute_slices
+
+    def drop_instance(self, start: int) -> None:
+        profile, job_id, _ = self.instances.pop(start)
+        self.busy -= job_id is not None
+        self.used_mask &= ~profile.mask_at(start)
+        self.compute_used -= profile.compute_slices
+
+    def set_layout(self, mig_enabled: bool, layout) -> None:
+        self.instances.clear()
+        self.used_mask = self.compute_used = self.busy = 0
+        self.mig_enabled = mig_enabled and self.geometry is not None
+        if self.mig_enabled:
+            for name, start in layout:
+                self.add_instance(self.geometry.resolve(name), start)
+
+    def set_user(self, start: int, job_id: str | None) -> None:
+        inst = self.instances[start]
+        self.busy += (job_id is not None) - (inst[1] is not None)
+        inst[1] = job_id
+
+    @property
+    def idle(self) -> bool:
+        return self.whole_job is None and not self.shares and not self.busy
+
+    @property
+    def usable(self) -> bool:
+        return self.healthy and not self.settling and self.node.ready
+
+    @property
+    def whole_free(self) -> bool:
+        return self.usable and not self.mig_enabled and self.idle
+
+    @property
+    def sharable(self) -> bool:
+        return (self.usable and not self.mig_enabled and self.whole_job is None
+                and self.milli_used < 1000)
+
+    def count_profile(self, profile: MigProfile) -> int:
+        return sum(1 for inst in self.instances.values() if inst[0] is profile)
+
+    def can_create(self, profile: MigProfile) -> bool:
+        geometry = self.geometry
+        return (len(self.instances) < geometry.max_instances
+                and self.compute_used + profile.compute_slices <= geometry.compute_slices
+                and self.count_profile(profile) < profile.max_instances)
+
+    def units(self, allocation: Allocation) -> float:
+        """GPU units an allocation counts for in quotas (MIG: compute slices / 7 or / 4)."""
+        if allocation.mig_profile is not None:
+            profile = self.geometry.resolve(allocation.mig_profile)
+            return self.geometry.gpu_fraction(profile)
+        return min(allocation.milli, 1000) / 1000
+
+
+class NodeState:
+    __slots__ = ("node", "name", "tier", "model", "free_cpu", "free_mem", "gpus", "ready",
+                 "index_keys")
+
+    def __init__(self, node: Node, model: str):
+        self.node = node
+        self.name = node.name
+        self.tier = node.tier
+        self.model = model
+        self.free_cpu = float(node.cpu_cores)
+        self.free_mem = float(node.memory_gb)
+        self.ready = node.state == NODE_READY
+        self.gpus = [GpuState(self, gpu) for gpu in node.gpus]
+        self.index_keys: dict[str, object] = {}
+
+    def fits_host(self, job: Job, members: int = 1) -> bool:
+        return (self.free_cpu >= job.cpu_cores * members - 1e-9
+                and self.free_mem >= job.memory_gb * members - 1e-9)
+
+    def free_whole(self) -> list[int]:
+        return [g.index for g in self.gpus if g.whole_free]
+
+
+class Member:
+    """One job member holding resources in this cycle's view (running, in flight or placed)."""
+
+    __slots__ = ("job_id", "team", "job", "node", "allocations", "borrowed", "started_at",
+                 "member", "new", "units")
+
+    def __init__(self, job_id, team, job, node, allocations, borrowed, started_at, member,
+                 new=False):
+        self.job_id = job_id
+        self.team = team
+        self.job: Job | None = job
+        self.node: str = node
+        self.allocations: tuple[Allocation, ...] = tuple(allocations)
+        self.borrowed = borrowed
+        self.started_at = started_at
+        self.member = member
+        self.new = new
+        self.units = 0.0

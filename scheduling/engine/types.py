@@ -1,0 +1,184 @@
+"""The frozen snapshot the engine reads: one per scheduling cycle.
+
+Every type here is a frozen dataclass built from plain values, so a Django adapter can build it
+straight from rows (one object per row, tuples for the child rows) and a test can write it inline.
+
+Units: times are seconds (any epoch, e.g. UNIX time; `Snapshot.now` uses the same clock),
+memory is GiB, shares are milli-GPU (1000 = one whole GPU), bandwidth GB/s.
+
+Who uses a GPU is told once, by `Snapshot.running` (one `Running` per job member with its
+`Allocation`s) plus the in-flight binds. `Gpu.mig_instances` is the physical MIG layout: an
+instance exists whether or not a job uses it, and its `job_id` mirrors the running allocation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .plan import Bind, Preempt, Repartition
+
+TIERS = ("reserved", "on-demand", "spot")
+INTERCONNECTS = ("nvswitch", "nvlink-pairs", "pcie")
+JOB_KINDS = ("inference", "training", "interactive", "batch")
+NODE_READY = "ready"
+
+# Default values of the four priority classes, highest first; the adapter passes the value
+# stored in its PriorityClass row, these are only what tests and the simulator use.
+PRIORITY_CLASSES = {"production": 1000, "interactive": 800, "training": 500, "best-effort": 100}
+PRODUCTION = "production"
+
+
+@dataclass(frozen=True)
+class MigInstance:
+    """One existing MIG GPU instance: its profile name as the driver reports it, the first
+    memory slice it occupies (NVML placement start), and the job using it (None = idle)."""
+
+    profile: str
+    start: int
+    job_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One physical GPU. `layout_changed_at` is when its MIG mode/layout last changed
+    (for repartition hysteresis); None means long ago."""
+
+    index: int
+    uuid: str
+    model: str
+    memory_gb: float
+    mig_enabled: bool = False
+    mig_instances: tuple[MigInstance, ...] = ()
+    layout_changed_at: float | None = None
+    healthy: bool = True
+
+
+@dataclass(frozen=True)
+class Node:
+    """A GPU node. `leaf` and `spine` name its switches; `tier` is reserved/on-demand/spot;
+    `interconnect` is nvswitch / nvlink-pairs / pcie; `nics` × `nic_gb_s` is its network
+    bandwidth (NDR 400 Gb/s ≈ 48 GB/s per NIC). Only nodes in state "ready" take new work."""
+
+    name: str
+    tier: str
+    leaf: str
+    spine: str
+    gpu_model: str
+    interconnect: str
+    cpu_cores: float
+    memory_gb: float
+    gpus: tuple[Gpu, ...]
+    state: str = NODE_READY
+    nics: int = 8
+    nic_gb_s: float = 48.0
+    price_per_gpu_hour: float = 0.0
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """What one job member holds on one GPU: a whole GPU (milli=1000, no MIG), a MIG instance
+    (mig_profile + mig_start), or a share (milli < 1000 with memory_gb on a non-MIG GPU)."""
+
+    gpu_index: int
+    milli: int = 1000
+    memory_gb: float = 0.0
+    mig_profile: str | None = None
+    mig_start: int | None = None
+
+    @property
+    def kind(self) -> str:
+        if self.mig_profile is not None:
+            return "mig"
+        return "whole" if self.milli >= 1000 else "share"
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job as submitted. A job has `gang_size` members (pods); each member needs `gpus` whole
+    GPUs on one node, or, when `gpus` is 0, a slice of one GPU big enough for `gpu_memory_gb`
+    (a MIG instance or a share). `gpu_memory_gb` is the need per GPU and also bounds which
+    GPUs a whole-GPU job may use. `gpu_models` empty means any model. `queue_order` is the team
+    lead's order (lower first); `priority` is the value of `priority_class`."""
+
+    id: str
+    team: str
+    project: str = ""
+    kind: str = "training"
+    priority_class: str = "training"
+    priority: int = PRIORITY_CLASSES["training"]
+    gpus: int = 1
+    gpu_memory_gb: float = 0.0
+    gpu_milli: int = 0
+    cpu_cores: float = 1.0
+    memory_gb: float = 4.0
+    gang_size: int = 1
+    gpu_models: tuple[str, ...] = ()
+    checkpoint_interval_s: float | None = None
+    last_checkpoint_at: float | None = None
+    preemptible: bool = True
+    queue_order: int = 0
+    submitted_at: float = 0.0
+    expected_runtime_s: float = 3600.0
+
+    @property
+    def fractional(self) -> bool:
+        return self.gpus == 0
+
+    @property
+    def production(self) -> bool:
+        return self.priority_class == PRODUCTION
+
+    @property
+    def checkpoints(self) -> bool:
+        return bool(self.checkpoint_interval_s)
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpus * self.gang_size
+
+
+@dataclass(frozen=True)
+class Running:
+    """One member of a job that holds resources now. `borrowed` marks capacity lent beyond the
+    team's guarantee (first to be reclaimed)."""
+
+    job: Job
+    node: str
+    allocations: tuple[Allocation, ...]
+    started_at: float
+    borrowed: bool = False
+    member: int = 0
+
+    @property
+    def expected_end(self) -> float:
+        return self.started_at + self.job.expected_runtime_s
+
+
+@dataclass(frozen=True)
+class Queue:
+    """A team's queue: GPUs guaranteed (in GPU units), the most it may hold while bursting
+    (None = no limit) and its weight when idle capacity is lent out."""
+
+    team: str
+    guaranteed_gpus: float = 0.0
+    burst_limit_gpus: float | None = None
+    weight: float = 1.0
+
+
+InFlight = Bind | Preempt | Repartition
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything one cycle may look at. `in_flight` holds actions of earlier plans not yet
+    confirmed; they count as done: a Bind holds its resources, a Preempt's victim is not picked
+    again (its resources stay held until the release is confirmed), a Repartition's layout is
+    taken as applied but the GPU takes no new work until confirmed."""
+
+    now: float
+    nodes: tuple[Node, ...]
+    pending: tuple[Job, ...] = ()
+    running: tuple[Running, ...] = ()
+    queues: tuple[Queue, ...] = ()
+    in_flight: tuple[InFlight, ...] = field(default=())
+    spine_oversubscription: float = 1.0
