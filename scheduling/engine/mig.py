@@ -129,9 +129,15 @@ def _tables() -> tuple[dict[str, MigGeometry], dict[str, str]]:
     return geometries, aliases
 
 
+_CANONICAL: dict[str, str] = {}
+
+
 def canonical_model(name: str) -> str:
     """The data file's name for a MIG-capable model, or the name itself for any other GPU."""
-    return _tables()[1].get(normalise(name), name)
+    model = _CANONICAL.get(name)
+    if model is None:  # cached: every node and GPU asks, and normalising is a few regexes
+        model = _CANONICAL[name] = _tables()[1].get(normalise(name), name)
+    return model
 
 
 def geometry_for(model: str) -> MigGeometry | None:

@@ -17,6 +17,8 @@ from .plugins.features import Features
 from .state import GpuState, Member, NodeState
 from .types import Job, Queue, Snapshot
 
+_NO_SHAPES: frozenset = frozenset()
+
 
 def _nested():
     return defaultdict(dict)
@@ -110,9 +112,11 @@ class Session:
         """Take a member's resources. `reindex=False` while loading: indexes are built once
         at the end."""
         node = self.nodes[member.node]
+        gpus = node.gpus
         units = 0.0
         for alloc in member.allocations:
-            gpu = self.gpu(member.node, alloc.gpu_index)
+            i = alloc.gpu_index
+            gpu = gpus[i] if i < len(gpus) and gpus[i].index == i else self.gpu(node.name, i)
             self._take(gpu, member, alloc)
             units += gpu.units(alloc)
             if reindex:
@@ -189,22 +193,31 @@ class Session:
         keys[name] = new
 
     def reindex_node(self, node: NodeState) -> None:
-        count = sum(1 for g in node.gpus if g.whole_free) if node.ready else 0
+        count = len(node.free_whole())
         new = ((node.model, node.tier), count) if count else None
         self._move(self.whole, node.index_keys, "whole", new, node.name, node)
 
     def reindex_gpu(self, gpu: GpuState) -> None:
-        outer = (gpu.node.model, gpu.node.tier)
-        mig = (outer, gpu.used_mask) if gpu.mig_enabled and gpu.usable else None
-        self._move(self.mig, gpu.index_keys, "mig", mig, gpu.key, gpu)
-        share = (outer, 1000 - gpu.milli_used) if gpu.sharable else None
-        self._move(self.share, gpu.index_keys, "share", share, gpu.key, gpu)
-        shapes = set()
-        if mig is not None:
-            shapes = {inst[0].shape for inst in gpu.instances.values() if inst[1] is None}
-        old_shapes = gpu.index_keys.get("idle", set())
-        for shape in old_shapes - shapes:
-            del self.idle[(*outer, shape)][gpu.key]
-        for shape in shapes - old_shapes:
-            self.idle[(*outer, shape)][gpu.key] = gpu
-        gpu.index_keys["idle"] = shapes
+        outer = gpu.outer
+        usable = gpu.usable
+        mig = share = None
+        shapes = _NO_SHAPES
+        if gpu.mig_enabled:
+            if usable:
+                mig = (outer, gpu.used_mask)
+                if gpu.busy < len(gpu.instances):
+                    shapes = {inst[0].shape for inst in gpu.instances.values() if inst[1] is None}
+        elif usable and gpu.whole_job is None and gpu.milli_used < 1000:
+            share = (outer, 1000 - gpu.milli_used)
+        keys = gpu.index_keys
+        if keys.get("mig") != mig:
+            self._move(self.mig, keys, "mig", mig, gpu.key, gpu)
+        if keys.get("share") != share:
+            self._move(self.share, keys, "share", share, gpu.key, gpu)
+        old_shapes = keys.get("idle", _NO_SHAPES)
+        if old_shapes or shapes:
+            for shape in old_shapes - shapes:
+                del self.idle[(*outer, shape)][gpu.key]
+            for shape in shapes - old_shapes:
+                self.idle[(*outer, shape)][gpu.key] = gpu
+            keys["idle"] = shapes

@@ -12,14 +12,15 @@ class GpuState:
 
     __slots__ = ("node", "gpu", "index", "key", "geometry", "memory_gb", "mig_enabled",
                  "instances", "used_mask", "compute_used", "whole_job", "shares", "milli_used",
-                 "mem_used", "settling", "changed_at", "healthy", "index_keys", "busy")
+                 "mem_used", "settling", "changed_at", "healthy", "index_keys", "busy", "outer")
 
-    def __init__(self, node: NodeState, gpu: Gpu):
+    def __init__(self, node: NodeState, gpu: Gpu, geometry: MigGeometry | None):
         self.node = node
         self.gpu = gpu
         self.index = gpu.index
         self.key = (node.name, gpu.index)
-        self.geometry: MigGeometry | None = geometry_for(node.model)
+        self.outer = (node.model, node.tier)  # the index bucket of its node's model and tier
+        self.geometry = geometry
         self.memory_gb = gpu.memory_gb
         self.mig_enabled = gpu.mig_enabled and self.geometry is not None
         self.instances: dict[int, list] = {}
@@ -93,9 +94,21 @@ class GpuState:
     def units(self, allocation: Allocation) -> float:
         """GPU units an allocation counts for in quotas (MIG: compute slices / 7 or / 4)."""
         if allocation.mig_profile is not None:
-            profile = self.geometry.resolve(allocation.mig_profile)
-            return self.geometry.gpu_fraction(profile)
-        return min(allocation.milli, 1000) / 1000
+            return _mig_units(self.geometry, allocation.mig_profile)
+        milli = allocation.milli
+        return 1.0 if milli >= 1000 else milli / 1000
+
+
+_UNITS: dict[tuple[str, str], float] = {}
+
+
+def _mig_units(geometry: MigGeometry, name: str) -> float:
+    """Cached: resolving a profile name is a scan, and every loaded allocation asks."""
+    key = (geometry.model, name)
+    units = _UNITS.get(key)
+    if units is None:
+        units = _UNITS[key] = geometry.gpu_fraction(geometry.resolve(name))
+    return units
 
 
 class NodeState:
@@ -110,7 +123,8 @@ class NodeState:
         self.free_cpu = float(node.cpu_cores)
         self.free_mem = float(node.memory_gb)
         self.ready = node.state == NODE_READY
-        self.gpus = [GpuState(self, gpu) for gpu in node.gpus]
+        geometry = geometry_for(model)
+        self.gpus = [GpuState(self, gpu, geometry) for gpu in node.gpus]
         self.index_keys: dict[str, object] = {}
 
     def fits_host(self, job: Job, members: int = 1) -> bool:
@@ -118,7 +132,11 @@ class NodeState:
                 and self.free_mem >= job.memory_gb * members - 1e-9)
 
     def free_whole(self) -> list[int]:
-        return [g.index for g in self.gpus if g.whole_free]
+        if not self.ready:
+            return []
+        # whole_free inlined: this runs for every candidate node of every whole-GPU job
+        return [g.index for g in self.gpus if not g.mig_enabled and g.whole_job is None
+                and not g.shares and g.healthy and not g.settling]
 
 
 class Member:

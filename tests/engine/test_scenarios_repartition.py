@@ -1,5 +1,7 @@
 """Scenarios for repartitioning between whole-GPU and MIG use."""
 
+import pytest
+
 from scheduling.engine import Repartition, schedule
 from scheduling.engine.types import Gpu, Node
 from tests.engine.builders import NOW, inference, job, node, running, snap
@@ -37,15 +39,24 @@ def test_idle_mig_gpus_go_back_to_whole_for_training():
 
 
 def test_busy_instances_are_never_removed():
-    layouts = {0: [("3g.40gb", 0, "busy"), ("3g.40gb", 4, None)]}
+    layouts = {0: [("3g.40gb", 0, "busy"), ("2g.20gb", 4, "busy2"), ("1g.10gb", 6, None),
+                   ("1g.10gb", 7, None)]}
     busy = [running(inference("busy", 30), "n1", allocations=(
         __import__("scheduling.engine", fromlist=["Allocation"]).Allocation(
             0, 429, 39.5, "3g.40gb", 0),))]
     plan = schedule(snap([node("n1", gpus=1, layouts=layouts)],
                          [inference("i", 15, cls="interactive")], busy))
-    # The idle 3g is reshaped to fit the 15 GB job; the busy one stays.
-    assert plan.repartitions[0].layout[0] == ("3g.40gb", 0)
+    # The idle 1g.10gb pair (too small for 15 GB) is reshaped into a 1g.20gb; the busy stay.
+    assert plan.repartitions[0].layout == (("3g.40gb", 0), ("2g.20gb", 4), ("1g.20gb", 6))
     assert len(plan.repartitions) == 1
+
+
+def test_an_idle_bigger_instance_is_used_before_a_reshape():
+    layouts = {0: [("3g.40gb", 0, "busy"), ("3g.40gb", 4, None)]}
+    plan = schedule(snap([node("n1", gpus=1, layouts=layouts)],
+                         [inference("i", 15, cls="interactive")], queues=[("web", 1)]))
+    assert plan.repartitions == ()
+    assert [(a.mig_profile, a.mig_start) for a in plan.binds[0].allocations] == [("3g.40gb", 4)]
 
 
 def test_in_flight_repartition_counts_as_done_and_takes_no_work():
@@ -53,3 +64,42 @@ def test_in_flight_repartition_counts_as_done_and_takes_no_work():
     first = schedule(snap([node("n1", gpus=1)], pending))
     second = schedule(snap([node("n1", gpus=1)], pending, in_flight=first.repartitions))
     assert second.repartitions == () and second.binds == ()
+
+
+def _capped(limit):
+    from dataclasses import replace
+
+    from scheduling.engine import POLICIES
+    tessera = POLICIES.get("tessera")
+    return replace(tessera, options={**tessera.options, "max_repartitions_per_cycle": limit})
+
+
+def _busy_mig_gpu(i):
+    """A MIG GPU running a 3g whose other instances are idle but too small for 15 GB."""
+    return [("3g.40gb", 0, f"busy{i}"), ("2g.20gb", 4, f"busy2{i}"), ("1g.10gb", 6, None),
+            ("1g.10gb", 7, None)]
+
+
+REPARTITION_CAPS = [
+    # name, nodes, jobs, cap, expected repartitions
+    ("idle whole GPUs are not capped: every waiting job gets its layout in one cycle",
+     [node("n1", gpus=5)], [inference(f"i{k}", 60, cls="interactive") for k in range(5)], 2, 5),
+    ("reshaping GPUs that run work stays capped",
+     [node("n1", gpus=4, layouts={i: _busy_mig_gpu(i) for i in range(4)})],
+     [inference(f"i{k}", 15, cls="interactive") for k in range(4)], 2, 2),
+]
+
+
+@pytest.mark.parametrize("name, nodes, jobs, cap, expected", REPARTITION_CAPS,
+                         ids=[c[0] for c in REPARTITION_CAPS])
+def test_repartition_cap(name, nodes, jobs, cap, expected):
+    plan = schedule(snap(nodes, jobs, queues=[("web", 8)]), _capped(cap))
+    assert len(plan.repartitions) == expected
+    assert plan.binds == ()
+
+
+def test_no_repartition_for_a_job_its_quota_refuses():
+    plan = schedule(snap([node("n1", gpus=2)], [inference("i", 60, cls="interactive")],
+                         queues=[("web", 0, 0)]))
+    assert plan.repartitions == ()
+    assert plan.pending["i"].reason == "burst-limit"

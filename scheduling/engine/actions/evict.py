@@ -3,17 +3,20 @@
 Victims, best first: borrowed before within-quota, then the lowest class, then the least work
 lost since the last checkpoint. A job within another team's guarantee is never stopped to serve
 a burst; only production inference within its own guarantee may take it. The preemptor is not
-placed in this cycle: it waits until the backend confirms the release.
+placed in this cycle: it waits until the backend confirms the release. A gang that needs
+several nodes chooses victims over the k cheapest nodes together (gang_victims.py).
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import defaultdict
 
-from ..placement import allowed_models, place_job
+from ..placement import allowed_models, as_whole, place_job
 from ..plan import Preempt
 from ..statement import Statement
 from .common import burst_refusal, min_units, ordered, request_shape, within_guarantee
+from .gang_victims import freeable_gpus, gang_nodes, gang_victims, per_node_gpus
 
 NODE_TRIES = 12
 ATTEMPTS = 24
@@ -43,6 +46,7 @@ def _evict_for(session, eligible, reason: str, need_guarantee: bool) -> None:
     runners = _runners(session)
     if not runners:
         return
+    priorities = [m.job.priority for m in runners]  # runners are sorted by class
     failed: set = set()  # request shapes that found no victims this cycle
     for job in ordered(session, _candidates(session)):
         if attempts <= 0:
@@ -56,7 +60,10 @@ def _evict_for(session, eligible, reason: str, need_guarantee: bool) -> None:
             continue
         if not within and burst_refusal(session, job, units):
             continue
-        pool = [m for m in runners if m.job_id not in session.preempting
+        # Only a lower class can be preempted (reclaim also needs one: production aside, a
+        # victim's class never matters less than its borrowing); skip the rest cheaply.
+        lower = runners if need_guarantee else runners[:bisect_left(priorities, job.priority)]
+        pool = [m for m in lower if m.job_id not in session.preempting
                 and eligible(m, job, within)]
         if not pool:
             continue
@@ -69,12 +76,14 @@ def _evict_for(session, eligible, reason: str, need_guarantee: bool) -> None:
 
 
 def _runners(session):
-    """First member of every running job the engine may stop (not ones placed this cycle)."""
+    """First member of every running job the engine may stop (not ones placed this cycle),
+    lowest class first."""
     firsts = []
     for job_id in sorted(session.members):
         members = session.members[job_id]
         if members[0].job is not None and not any(m.new for m in members):
             firsts.append(members[0])
+    firsts.sort(key=lambda m: m.job.priority)
     return firsts
 
 
@@ -85,33 +94,57 @@ def _candidates(session):
 
 
 def victim_key(session, member):
-    job = member.job
-    since = member.started_at
-    if job.checkpoints and job.last_checkpoint_at is not None:
-        since = max(since, job.last_checkpoint_at)
-    lost = max(0.0, session.now - since) * sum(m.units for m in session.members[job.id])
-    return (0 if member.borrowed else 1, job.priority, lost, job.id)
+    keys = session.cache.setdefault("victim-keys", {})  # fixed for the cycle: now, members
+    key = keys.get(member.job_id)
+    if key is None:
+        job = member.job
+        since = member.started_at
+        if job.checkpoints and job.last_checkpoint_at is not None:
+            since = max(since, job.last_checkpoint_at)
+        lost = max(0.0, session.now - since) * sum(m.units for m in session.members[job.id])
+        key = keys[member.job_id] = (0 if member.borrowed else 1, job.priority, lost, job.id)
+    return key
+
+
+def _cost(keys, chosen) -> tuple:
+    """A victim set's cost: within-quota victims, highest class, work lost, how many."""
+    if not chosen:
+        return (0, 0, 0.0, 0)
+    return (sum(keys[v][0] for v in chosen), max(keys[v][1] for v in chosen),
+            sum(keys[v][2] for v in chosen), len(chosen))
 
 
 def find_victims(session, job, pool) -> list[str] | None:
-    """The cheapest set of victims on one node after which `job` fits; else None."""
-    models = set(allowed_models(session, job))
+    """The cheapest set of victims after which `job` fits: on one node, or over the k
+    cheapest nodes for a gang that needs k nodes; else None."""
     keys = {m.job_id: victim_key(session, m) for m in pool}
-    by_node = defaultdict(set)
-    for first in pool:
-        for member in session.members[first.job_id]:
-            if session.nodes[member.node].model in models:
-                by_node[member.node].add(first.job_id)
+    by_node = _victims_by_node(session, job, pool)
+    if gang_nodes(session, job) > 1:
+        return gang_victims(session, job, by_node, keys, _cost)
     nodes = sorted(by_node, key=lambda n: (min(keys[v] for v in by_node[n]), n))
     best = None
     for node in nodes[:NODE_TRIES]:
         chosen = _victims_on(session, job, sorted(by_node[node], key=keys.get))
         if chosen is not None:
-            cost = (sum(keys[v][0] for v in chosen), max(keys[v][1] for v in chosen),
-                    sum(keys[v][2] for v in chosen), len(chosen))
+            cost = _cost(keys, chosen)
             if best is None or cost < best[0]:
                 best = (cost, chosen)
     return best[1] if best else None
+
+
+def _victims_by_node(session, job, pool) -> dict[str, set]:
+    """Victims per node of an allowed model, leaving out nodes where even stopping all of
+    them frees too few whole GPUs for a whole-GPU job (the probe would only fail there)."""
+    models = set(allowed_models(session, job))
+    by_node = defaultdict(set)
+    for first in pool:
+        for member in session.members[first.job_id]:
+            if session.nodes[member.node].model in models:
+                by_node[member.node].add(first.job_id)
+    if not as_whole(session, job):
+        return by_node
+    need = per_node_gpus(session, job)
+    return {n: v for n, v in by_node.items() if freeable_gpus(session.nodes[n], v) >= need}
 
 
 def _victims_on(session, job, ordered_victims) -> list[str] | None:

@@ -1,7 +1,10 @@
 """repartition: move GPUs between whole and MIG use as the waiting demand asks.
 
 Only GPUs whose removed instances are all idle are touched, and never one whose layout changed
-less than `layout_min_age_s` ago (hysteresis, so layouts do not flap). A sub-GPU job that found
+less than `layout_min_age_s` ago (hysteresis, so layouts do not flap). Reshaping a GPU that
+still runs work counts against `max_repartitions_per_cycle`; a fully idle GPU disturbs nobody,
+so its repartitions are not capped (the waiting demand bounds them), else a big backlog would
+dribble out over many cycles. A sub-GPU job that found
 no slice gets an instance carved from an idle whole GPU (on the fullest node, to keep empty
 nodes for gangs) or from the idle instances of a MIG GPU; a whole-GPU job that found no GPU
 gets fully idle MIG GPUs turned back into whole GPUs. The jobs start in a later cycle, once the
@@ -14,7 +17,7 @@ from ..memory import smallest_profile
 from ..mig import geometry_for, start_choices
 from ..placement import allowed_models, as_whole, search_order
 from ..plan import Repartition
-from .common import ordered
+from .common import burst_refusal, min_units, ordered, request_shape
 
 MAX_PER_CYCLE = 32
 ATTEMPTS = 64
@@ -27,37 +30,54 @@ class _Planner:
         self.min_age = session.features.option("layout_min_age_s", LAYOUT_MIN_AGE_S)
         self.budget = session.features.option("max_repartitions_per_cycle", MAX_PER_CYCLE)
         self.planned: dict[tuple, list] = {}  # gpu key -> [gpu, mig_enabled, layout, mask]
+        self.open: dict[tuple, list] = {}  # (model, tier) -> planned MIG entries, in plan order
+        self.full: dict[tuple, set] = {}  # profile shape -> planned GPUs it no longer fits
+        self.spent: set[str] = set()  # nodes whose whole-free GPUs are all planned already
 
     def aged(self, gpu) -> bool:
         return (gpu.key not in self.planned and gpu.usable and
                 (gpu.changed_at is None or self.session.now - gpu.changed_at >= self.min_age))
 
-    def for_slice(self, job) -> None:
+    def for_slice(self, job) -> bool:
         for tier, model in search_order(self.session, job, allowed_models(self.session, job)):
             geometry = geometry_for(model)
             profile = geometry and smallest_profile(geometry, job.gpu_memory_gb)
             if profile and (self._into_planned(model, tier, profile)
                             or self._reshape(model, tier, profile, job)
                             or self._whole_to_mig(model, tier, profile, job)):
-                return
+                return True
+        return False
 
     def _into_planned(self, model, tier, profile) -> bool:
-        for gpu, enabled, layout, mask in self.planned.values():
-            if enabled and gpu.node.model == model and gpu.node.tier == tier:
+        # A planned layout only grows within a cycle, so a GPU a shape did not fit stays full.
+        full = self.full.setdefault(profile.shape, set())
+        for entry in self.open.get((model, tier), ()):
+            gpu, _, layout, mask = entry
+            if gpu.key in full:
+                continue
+            if self._fits_layout(gpu, layout, mask, profile):
                 starts = start_choices(gpu.geometry, mask, profile)
-                names = [gpu.geometry.resolve(n) for n, _ in layout]
-                if starts and len(layout) < gpu.geometry.max_instances and \
-                        names.count(profile) < profile.max_instances and \
-                        sum(p.compute_slices for p in names) + profile.compute_slices <= \
-                        gpu.geometry.compute_slices:
-                    self._plan(gpu, True, layout + [(profile.name, starts[0])])
-                    return True
+                self._plan(gpu, True, layout + [(profile.name, starts[0])])
+                return True
+            full.add(gpu.key)
         return False
+
+    @staticmethod
+    def _fits_layout(gpu, layout, mask, profile) -> bool:
+        geometry = gpu.geometry
+        names = [geometry.resolve(n) for n, _ in layout]
+        return (bool(start_choices(geometry, mask, profile))
+                and len(layout) < geometry.max_instances
+                and names.count(profile) < profile.max_instances
+                and sum(p.compute_slices for p in names) + profile.compute_slices
+                <= geometry.compute_slices)
 
     def _reshape(self, model, tier, profile, job) -> bool:
         """Drop idle instances of a MIG GPU that block the profile; keep the busy ones."""
         for buckets in self.session.mig.get((model, tier), {}).values():
             for gpu in buckets.values():
+                if self.budget <= 0:
+                    return False
                 if not self.aged(gpu) or not gpu.node.fits_host(job):
                     continue
                 busy = [(inst[0], s) for s, inst in gpu.instances.items() if inst[1] is not None]
@@ -67,7 +87,7 @@ class _Planner:
                 starts = start_choices(gpu.geometry, busy_mask, profile)
                 if starts and len(busy) < len(gpu.instances):
                     layout = [(p.name, s) for p, s in busy] + [(profile.name, starts[0])]
-                    self._plan(gpu, True, layout)
+                    self._plan(gpu, True, layout, capped=bool(busy))
                     return True
         return False
 
@@ -75,20 +95,21 @@ class _Planner:
         buckets = self.session.whole.get((model, tier), {})
         for level in sorted(buckets):  # fullest node first: keep empty nodes for gangs
             for node in buckets[level].values():
-                if not node.fits_host(job):
+                if node.name in self.spent or not node.fits_host(job):
                     continue
                 for gpu in node.gpus:
                     if gpu.whole_free and self.aged(gpu):
                         start = start_choices(gpu.geometry, 0, profile)[0]
                         self._plan(gpu, True, [(profile.name, start)])
                         return True
+                self.spent.add(node.name)
         return False
 
-    def for_whole(self, job) -> None:
+    def for_whole(self, job) -> bool:
         """Turn fully idle MIG GPUs of one node back to whole GPUs for a one-node job."""
         count = (job.gpus or 1) * job.gang_size
         if count > self.session.max_gpus_per_node:
-            return
+            return False
         for tier, model in search_order(self.session, job, allowed_models(self.session, job)):
             if geometry_for(model) is None:
                 continue
@@ -98,7 +119,8 @@ class _Planner:
                 if free < count <= free + len(idle_mig) and node.fits_host(job, job.gang_size):
                     for gpu in idle_mig[:count - free]:
                         self._plan(gpu, False, [])
-                    return
+                    return True
+        return False
 
     def _nodes(self, model, tier):
         seen = {}
@@ -107,13 +129,18 @@ class _Planner:
                 seen.setdefault(gpu.node.name, gpu.node)
         return [seen[name] for name in sorted(seen)]
 
-    def _plan(self, gpu, enabled: bool, layout) -> None:
+    def _plan(self, gpu, enabled: bool, layout, capped: bool = False) -> None:
+        """`capped`: the GPU still runs work, so this counts against the per-cycle budget."""
         mask = 0
         for name, start in layout:
             mask |= gpu.geometry.resolve(name).mask_at(start)
-        if gpu.key not in self.planned:
-            self.budget -= 1
-        self.planned[gpu.key] = [gpu, enabled, layout, mask]
+        entry = self.planned.get(gpu.key)
+        if entry is None:
+            self.budget -= capped
+            entry = self.planned[gpu.key] = [gpu, enabled, layout, mask]
+            if enabled:
+                self.open.setdefault((gpu.node.model, gpu.node.tier), []).append(entry)
+        entry[1:] = [enabled, layout, mask]
 
     def emit(self) -> None:
         for gpu, enabled, layout, _ in self.planned.values():
@@ -129,15 +156,40 @@ def repartition(session) -> None:
     if not session.features.mig:
         return
     planner = _Planner(session)
+    # Attempts bound the work spent on jobs no repartition helps; a request shape that found
+    # nothing finds nothing again this cycle (planning only takes capacity).
     attempts = session.features.option("repartition_attempts", ATTEMPTS)
+    failed: set = set()
+    heads: set[str] = set()  # team-order heads helped, so the jobs behind them may start too
+    planned_units: dict[str, float] = {}
     waiting = [j for j in session.waiting() if j.id not in session.nominated
                and j.id not in session.reasons]
     for job in ordered(session, waiting):
-        if planner.budget <= 0 or attempts <= 0:
+        if attempts <= 0:
             break
-        attempts -= 1
-        if as_whole(session, job):
-            planner.for_whole(job)
+        blocker = session.blocked_behind.get(job.id)
+        shape = request_shape(job)
+        if shape in failed or (blocker is not None and blocker not in heads) or \
+                not _admitted(session, job, planned_units):
+            continue
+        helped = planner.for_whole(job) if as_whole(session, job) else planner.for_slice(job)
+        if helped:
+            heads.add(blocker or job.id)
+            planned_units[job.team] = planned_units.get(job.team, 0.0) + min_units(session, job)
         else:
-            planner.for_slice(job)
+            attempts -= 1
+            failed.add(shape)
+            heads.discard(blocker)  # the rest of that team's line waits behind this job
     planner.emit()
+
+
+def _admitted(session, job, planned_units) -> bool:
+    """Would the job be let in once its layout is ready, counting what was planned for its
+    team this cycle? A repartition for a job the quota refuses only idles GPUs."""
+    if not session.features.quota:
+        return True
+    units = min_units(session, job)
+    used = session.usage.get(job.team, 0.0) + planned_units.get(job.team, 0.0)
+    if used + units <= session.queue(job.team).guaranteed_gpus + 1e-9:
+        return True
+    return burst_refusal(session, job, units, used) is None

@@ -12,6 +12,11 @@ from .model import NodeState, Task, affinity_tag, place, share_options
 from .policies import fgd_score
 
 TX = os.environ.get("TX", "")
+SB = int(os.environ.get("SB", "8000"))
+CB = int(os.environ.get("CB", "4000"))
+LAM = float(os.environ.get("LAM", "1.0"))
+NU = float(os.environ.get("NU", "0.3"))
+CF = float(os.environ.get("CF", "1.0"))
 
 
 def weighted_shapes(tasks: Iterable[Task], gpu_weight: float = 0.0) -> list[TypicalShape]:
@@ -52,19 +57,37 @@ class TesseraPolicy:
         tasks = list(tasks)
         p = TesseraPolicy()
         g = [t for t in tasks if t.num_gpu]
-        p.cpg = sum(t.cpu for t in g) / max(1, sum(t.total_milli for t in g)) * 1000
+        p.cpg = CF * sum(t.cpu for t in g) / max(1, sum(t.total_milli for t in g)) * 1000
         p.waste = waste_table(tasks)
+        c = Counter()
+        for t in tasks:
+            for m in t.spec or ():
+                c[m] += t.total_milli / len(t.spec)
+        top = max(c.values(), default=0)
+        p.reserve = {m: v / top for m, v in c.items()}
         return p
+
+    def stranded(self, n):
+        """GPU milli the node's CPU cannot feed at the workload's CPU per GPU."""
+        short = self.cpg * n.idle / 1000 - n.cpu_left
+        return max(0.0, short) / self.cpg * 1000
 
     def _key(self, node, task, fm, before, pick):
         after = place(node, task, pick)
         drop = before - fm.node(after)
+        if "res" in TX and task.num_gpu and task.spec is None:
+            drop -= NU * self.reserve.get(node.model, 0.0) * task.total_milli
+        if "pen" in TX and not ("unc" in TX and task.spec is not None):
+            delta = self.stranded(after) - self.stranded(node)
+            drop -= LAM * (max(0.0, delta) if "pos" in TX else delta)
         key = [fgd_score(drop)]
         if "cpu" in TX and task.num_gpu == 0:
-            key.append(int((after.cpu_left - self.cpg * after.idle / 1000) // 4000))
+            key.append(int((after.cpu_left - self.cpg * after.idle / 1000) // CB))
         if "comp" in TX and task.is_share and self.waste is not None:
             key.append(-self.waste[pick - task.gpu_milli])
         key.append(affinity(node, task))
+        if "short" in TX and task.num_gpu > 0:
+            key.insert(1, -int(max(0, self.cpg * after.idle / 1000 - after.cpu_left) // SB))
         if "gsur" in TX and task.num_gpu > 0:
             key.append(int((after.cpu_left - self.cpg * after.idle / 1000) // 4000))
         return tuple(key)

@@ -1,0 +1,115 @@
+"""Victims for a whole-GPU gang that needs several nodes.
+
+Searching one node at a time can never make room for a gang of 16 GPUs on 8-GPU nodes, so a
+gang that needs k nodes ranks every node by the cheapest victims that free one node's share of
+the gang (a node that already has room costs nothing) and takes the k cheapest together. The
+eligible pool is the caller's, so the rules stay the same: never a within-quota job of another
+team for a burst; victims borrowed first, lowest class, least work lost since checkpoint.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..placement import allowed_models, as_whole, host_capacity, place_job, whole_candidates
+from ..plugins.tiers import tier_order
+from ..statement import Statement
+
+NODE_TRIES = 12
+EXTRA_NODES = 2  # when the k cheapest do not do (topology, host resources), try a few more
+
+
+def members_per_node(session, job) -> int:
+    return max(1, min(job.gang_size, session.max_gpus_per_node // (job.gpus or 1)))
+
+
+def gang_nodes(session, job) -> int:
+    """How many nodes a whole-GPU gang needs at least (1 when it fits on one node)."""
+    if not (session.features.gang and as_whole(session, job)) or job.gang_size <= 1:
+        return 1
+    if (job.gpus or 1) * job.gang_size <= session.max_gpus_per_node:
+        return 1
+    return math.ceil(job.gang_size / members_per_node(session, job))
+
+
+def per_node_gpus(session, job) -> int:
+    """Whole GPUs one node must be able to free: all the job's for a one-node job, one node's
+    share for a gang over several nodes."""
+    if gang_nodes(session, job) == 1:
+        return (job.gpus or 1) * job.gang_size
+    return (job.gpus or 1) * members_per_node(session, job)
+
+
+def freeable_gpus(node, victims) -> int:
+    """Whole GPUs the node would have free if every one of `victims` stopped."""
+    count = 0
+    for gpu in node.gpus:
+        if not gpu.usable or gpu.mig_enabled:
+            continue
+        if gpu.whole_job is not None:
+            count += gpu.whole_job in victims
+        else:
+            count += all(job_id in victims for job_id, _ in gpu.shares)
+    return count
+
+
+def gang_victims(session, job, by_node, keys, cost) -> list[str] | None:
+    """Victims over the k cheapest nodes after which the gang fits; else None."""
+    k = gang_nodes(session, job)
+    per = members_per_node(session, job)
+    tiers = tier_order(job, session.features.tiers)
+    options = _free_nodes(session, job, per)
+    ranked = sorted((n for n in by_node if n not in options and session.nodes[n].tier in tiers),
+                    key=lambda n: (min(keys[v] for v in by_node[n]), n))
+    for name in ranked[:NODE_TRIES * k]:
+        chosen = _prefix_on(session, job, session.nodes[name], sorted(by_node[name], key=keys.get),
+                            per)
+        if chosen is not None:
+            options[name] = chosen
+    order = sorted(options, key=lambda n: (cost(keys, options[n]), n))
+    for extra in range(EXTRA_NODES + 1):
+        if k + extra > len(order):
+            break
+        victims = sorted({v for n in order[:k + extra] for v in options[n]}, key=keys.get)
+        if victims and _fits_without(session, job, victims):
+            return victims
+    return None
+
+
+def _free_nodes(session, job, per) -> dict[str, list]:
+    """Nodes that already have room for one node's share of the gang: no victims needed."""
+    count = job.gpus or 1
+    free = {}
+    for node in whole_candidates(session, job, allowed_models(session, job), count * per):
+        if host_capacity(node, job, count) >= per:
+            free[node.name] = []
+    return free
+
+
+def _prefix_on(session, job, node, ordered_victims, per) -> list[str] | None:
+    """The shortest prefix of the node's victims (best first) that makes room for `per`
+    members there, or None."""
+    stmt = Statement(session)
+    chosen = []
+    try:
+        for victim in ordered_victims:
+            stmt.evict(victim)
+            chosen.append(victim)
+            if node.ready and host_capacity(node, job, job.gpus or 1) >= per:
+                return chosen
+        return None
+    finally:
+        stmt.discard()
+
+
+def _fits_without(session, job, victims) -> bool:
+    stmt = Statement(session)
+    try:
+        for victim in victims:
+            stmt.evict(victim)
+        probe = Statement(session)
+        fits = place_job(session, job, probe)
+        probe.discard()
+        return fits
+    finally:
+        stmt.discard()

@@ -1,0 +1,78 @@
+"""Finding a place for a job in the session's free-capacity indexes.
+
+`place_job` puts every member of a job into a statement (the caller commits or discards it).
+Whole-GPU members pick a node from the `whole` index (whole.py); sub-GPU members an idle MIG
+instance, a new instance in free memory slices, or a share (slices.py). Multi-GPU gangs take
+the group with the lowest ring all-reduce cost: one node when it fits, else whole nodes under
+one leaf, spine only when needed.
+"""
+
+from __future__ import annotations
+
+from ..statement import Statement
+from ..types import Job
+from .common import allowed_models, as_whole, model_memory, search_order
+from .slices import find_slice
+from .whole import _allocate_on, _single_node, host_capacity, multi_node_group, whole_candidates
+
+__all__ = ["allowed_models", "as_whole", "find_slice", "host_capacity", "model_memory",
+           "multi_node_group", "place_job", "search_order", "whole_candidates"]
+
+
+def place_job(session, job: Job, stmt: Statement) -> bool:
+    """Put every member of `job` into `stmt`; False (with `stmt` still to discard) if some
+    member found no place. Without the gang plugin members that fit are kept anyway."""
+    models = allowed_models(session, job)
+    if not models:
+        return False
+    if not as_whole(session, job):
+        if _place_slices(session, job, models, stmt):
+            return True
+        if not (job.production and session.features.gang):
+            return False
+        # Production inference always gets resources: rather than wait for a repartition it
+        # takes whole GPUs (bigger than its need, never smaller).
+        stmt.discard()
+    count = job.gpus or 1
+    if session.features.gang and session.features.topology and job.gang_size > 1:
+        return _place_gang_topology(session, job, models, stmt)
+    placed_all = True
+    for member in range(job.gang_size):
+        node = _single_node(session, job, models, count, 1)
+        if node is None:
+            placed_all = False
+            if session.features.gang:
+                return False
+            continue
+        _allocate_on(stmt, job, node, member, 1)
+    return placed_all
+
+
+def _place_slices(session, job: Job, models, stmt: Statement) -> bool:
+    placed_all = True
+    for member in range(job.gang_size):
+        hit = find_slice(session, job, models)
+        if hit is None:
+            placed_all = False
+            if session.features.gang:
+                return False
+            continue
+        stmt.allocate(job, member, hit[0], (hit[1],))
+    return placed_all
+
+
+def _place_gang_topology(session, job: Job, models, stmt: Statement) -> bool:
+    count = job.gpus or 1
+    if count * job.gang_size <= session.max_gpus_per_node:
+        node = _single_node(session, job, models, count, job.gang_size)
+        if node is not None:
+            _allocate_on(stmt, job, node, 0, job.gang_size)
+            return True
+    group = multi_node_group(session, job, models)
+    if group is None:
+        return False
+    member = 0
+    for node, members in group:
+        _allocate_on(stmt, job, node, member, members)
+        member += members
+    return True

@@ -1,0 +1,112 @@
+"""Sub-GPU slices: an idle MIG instance, a new instance in free memory slices, or a share of
+a non-MIG GPU."""
+
+from __future__ import annotations
+
+from ..memory import share_milli, smallest_profile
+from ..mig import geometry_for, masks_allowing, start_choices
+from ..types import Allocation, Job
+from .common import model_memory, search_order
+
+
+def find_slice(session, job: Job, models):
+    """(node, allocation) for one sub-GPU member, or None."""
+    features = session.features
+    for tier, model in search_order(session, job, models):
+        geometry = geometry_for(model)
+        if features.mig and geometry is not None:
+            hit = _mig_slot(session, job, model, tier, geometry)
+            if hit:
+                return hit
+            if not features.share_mig_capable:
+                continue
+        if features.sharing:
+            hit = _share_slot(session, job, model, tier)
+            if hit:
+                return hit
+    if features.mig:
+        return _larger_idle(session, job, models)
+    return None
+
+
+def _larger_idle(session, job: Job, models):
+    """No exact-size instance, slot or share anywhere: rather than wait for a repartition,
+    take an idle instance bigger than the need, the smallest such by compute slices."""
+    for tier, model in search_order(session, job, models):
+        geometry = geometry_for(model)
+        exact = geometry and smallest_profile(geometry, job.gpu_memory_gb)
+        if not exact:
+            continue
+        bigger = sorted((p for p in geometry.plain_profiles
+                         if p.memory_gb >= job.gpu_memory_gb and p.shape != exact.shape),
+                        key=lambda p: (p.compute_slices, p.memory_gb))
+        for profile in bigger:
+            hit = _idle_instance(session, job, model, tier, profile.shape)
+            if hit:
+                return hit
+    return None
+
+
+def _idle_instance(session, job: Job, model: str, tier: str, shape):
+    """An idle existing instance of this shape on a node with room for the job's host needs."""
+    for gpu in session.idle.get((model, tier, shape), {}).values():
+        if gpu.node.fits_host(job):
+            start = min(s for s, inst in gpu.instances.items()
+                        if inst[1] is None and inst[0].shape == shape)
+            return gpu.node, _mig_allocation(gpu, gpu.instances[start][0], start)
+    return None
+
+
+def _mig_allocation(gpu, profile, start: int) -> Allocation:
+    milli = round(1000 * gpu.geometry.gpu_fraction(profile))
+    return Allocation(gpu_index=gpu.index, milli=milli, memory_gb=profile.memory_gb,
+                      mig_profile=profile.name, mig_start=start)
+
+
+def _mig_slot(session, job: Job, model: str, tier: str, geometry):
+    profile = smallest_profile(geometry, job.gpu_memory_gb)
+    if profile is None:
+        return None
+    hit = _idle_instance(session, job, model, tier, profile.shape)
+    if hit:
+        return hit
+    buckets = session.mig.get((model, tier))
+    if not buckets:
+        return None
+    allowed = _masks(geometry, profile)
+    present = sorted((m for m, b in buckets.items() if b and m in allowed),
+                     key=allowed.get)
+    for mask in present:
+        for gpu in buckets[mask].values():
+            if gpu.can_create(profile) and gpu.node.fits_host(job):
+                start = start_choices(geometry, mask, profile)[0]
+                return gpu.node, _mig_allocation(gpu, profile, start)
+    return None
+
+
+_MASKS: dict = {}
+
+
+def _masks(geometry, profile):
+    key = (geometry.model, profile.shape)
+    if key not in _MASKS:  # {mask: rank}, fullest first
+        _MASKS[key] = {m: i for i, m in enumerate(masks_allowing(geometry, profile))}
+    return _MASKS[key]
+
+
+def _share_slot(session, job: Job, model: str, tier: str):
+    buckets = session.share.get((model, tier))
+    if not buckets:
+        return None
+    milli = share_milli(job.gpu_memory_gb, model_memory(session)[model], job.gpu_milli)
+    if milli is None:
+        return None
+    keys = sorted((k for k, v in buckets.items() if k >= milli and v),
+                  reverse=session.features.packing != "binpack")
+    for key in keys:
+        for gpu in buckets[key].values():
+            if gpu.memory_gb - gpu.mem_used >= job.gpu_memory_gb - 1e-9 and \
+                    gpu.node.fits_host(job):
+                return gpu.node, Allocation(gpu_index=gpu.index, milli=milli,
+                                            memory_gb=job.gpu_memory_gb)
+    return None
