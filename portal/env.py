@@ -33,6 +33,13 @@ def env_bool(name: str, default: bool = False) -> bool:
     raise _bad(name, raw, "one of 1/0, true/false, yes/no, on/off")
 
 
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    raw = os.environ.get(name, default)
+    if raw not in choices:
+        raise _bad(name, raw, "one of " + ", ".join(choices))
+    return raw
+
+
 def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
     raw = os.environ.get(name)
     if raw is None:

@@ -4,6 +4,7 @@ from pathlib import Path
 
 from portal.env import (
     env_bool,
+    env_choice,
     env_database,
     env_int,
     env_list,
@@ -107,7 +108,24 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_BEAT_SCHEDULE: dict = {}
+# Workers (agents/): which cluster they drive and how often each loop runs.
+TESSERA_BACKEND = env_choice("TESSERA_BACKEND", "simulated", ("simulated", "kubernetes"))
+TESSERA_SIMULATED_STATE = env_str("TESSERA_SIMULATED_STATE", str(VAR_DIR / "simulated-cluster.json"))
+TESSERA_AGENT_TOKEN_FILE = env_str("TESSERA_AGENT_TOKEN_FILE", "")
+TESSERA_POLL_INTERVAL_S = env_int("TESSERA_POLL_INTERVAL_S", 15, minimum=1)
+TESSERA_CYCLE_INTERVAL_S = env_int("TESSERA_CYCLE_INTERVAL_S", 5, minimum=1)
+TESSERA_LOST_AFTER_MISSED = env_int("TESSERA_LOST_AFTER_MISSED", 3, minimum=1)  # heartbeats
+TESSERA_PREEMPT_GRACE_S = env_int("TESSERA_PREEMPT_GRACE_S", 120, minimum=0)
+TESSERA_CHECKPOINT_SAVE_S = env_int("TESSERA_CHECKPOINT_SAVE_S", 30, minimum=0)  # a spot notice must allow it
+TESSERA_ACTION_POLL_S = env_int("TESSERA_ACTION_POLL_S", 2, minimum=1)  # re-look at a waiting action
+CELERY_BEAT_SCHEDULE = {
+    "poll-agents": {"task": "agents.poll_agents", "schedule": float(TESSERA_POLL_INTERVAL_S)},
+    "run-cycle": {"task": "agents.run_cycle", "schedule": float(TESSERA_CYCLE_INTERVAL_S)},
+    "reconcile": {"task": "agents.reconcile", "schedule": float(TESSERA_CYCLE_INTERVAL_S)},
+    "checkpoint-due": {"task": "agents.checkpoint_due", "schedule": float(TESSERA_CYCLE_INTERVAL_S)},
+    # The safety net for a worker killed mid-flow: every unfinished action is taken up again.
+    "resume-actions": {"task": "agents.resume_actions", "schedule": float(TESSERA_POLL_INTERVAL_S)},
+}
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -92,7 +92,8 @@ def _place(job: Job, gpu: Gpu, allocation: engine.Allocation, now) -> Placement:
     elif share >= 1000:
         memory = gpu.memory_gb
     placement = Placement.objects.create(job=job, gpu=gpu, mig_instance=instance, share_milli=min(share, 1000),
-                                         memory_gb=memory, started_at=now)
+                                         mig_profile=instance.profile if instance else "", memory_gb=memory,
+                                         started_at=now)
     placement_start(placement=placement)
     return placement
 

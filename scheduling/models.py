@@ -242,8 +242,11 @@ class Placement(models.Model):
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="placements")
     gpu = models.ForeignKey(Gpu, on_delete=models.PROTECT, related_name="placements")
-    mig_instance = models.ForeignKey(MigInstance, null=True, blank=True, on_delete=models.PROTECT,
+    # SET_NULL: a repartition deletes instances; finished placements keep what they held in
+    # mig_profile, and an open placement's instance is never repartitioned away (engine rule).
+    mig_instance = models.ForeignKey(MigInstance, null=True, blank=True, on_delete=models.SET_NULL,
                                      related_name="placements")
+    mig_profile = models.CharField(max_length=30, blank=True, help_text="The MIG profile held, if any.")
     share_milli = models.PositiveSmallIntegerField(
         default=1000, validators=[MinValueValidator(1), MaxValueValidator(1000)],
         help_text="Share of the GPU in thousandths (1000 = whole GPU).")

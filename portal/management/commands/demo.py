@@ -1,12 +1,15 @@
 """`make demo`: migrate, load the demo data and serve the portal, all in one process."""
 
+from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
+
+from agents import embedded
 
 # In-process loops the embedded demo runs beside the web server. Each entry is a callable
 # started on a daemon thread before the server starts (the scheduler loop and the simulated
 # node agents hang here).
-EMBEDDED_LOOPS: list = []
+EMBEDDED_LOOPS: list = [embedded.start] if settings.TESSERA_BACKEND == "simulated" else []
 
 
 class Command(BaseCommand):

@@ -1,0 +1,282 @@
+"""ActionRequests carried out through a backend, as resumable state machines.
+
+Each action keeps its phase in `payload["phase"]`. One step locks the row, makes idempotent
+backend calls and writes the next phase in the same transaction, so a worker killed anywhere
+leaves the row at the last committed phase and the next run (a retry, `resume_actions`) repeats
+at most one idempotent step. A finished action (confirmed / failed) is never touched again.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+from datetime import UTC, datetime
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from agents.backends.base import Backend, BackendError, BindRequest, CheckpointRequest, JobStatus, PreemptRequest
+from agents.backends.simulated import (
+    ANNOTATION_SAVED,
+    ANNOTATION_SAVED_AT,
+    ANNOTATION_SAVED_PROGRESS,
+    ENV_GPU_INDEXES,
+    ENV_RESUME,
+    ENV_RUNTIME,
+)
+from agents.mig import repartition_finish, repartition_start
+from agents.runtime import failpoint
+from scheduling.models import ActionRequest, Job
+from scheduling.services import job_event_add, job_release
+
+log = logging.getLogger(__name__)
+REQUESTED, CONFIRMED, FAILED = "requested", "confirmed", "failed"
+HOLDING = (Job.Status.RUNNING, Job.Status.CHECKPOINTING)
+RELEASE_REASONS = {"preempt": "preempted", "reclaim": "reclaimed", "spot-reclaim": "spot-reclaimed"}
+MAX_STEPS = 8
+
+
+def action_advance(*, action_id: int, backend: Backend, now: datetime | None = None) -> str:
+    """Run steps until the action waits or finishes; returns its state ('requested' = call again)."""
+    state = REQUESTED
+    for _ in range(MAX_STEPS):
+        state, phase, moved = _step(action_id, backend, now or timezone.now())
+        if state != REQUESTED or not moved:
+            break
+        failpoint(f"action.{phase}")  # between two committed steps
+    return state
+
+
+@transaction.atomic
+def _step(action_id: int, backend: Backend, now: datetime) -> tuple[str, str, bool]:
+    action = ActionRequest.objects.select_for_update().filter(pk=action_id).first()
+    if action is None:
+        return FAILED, "", False
+    if action.state != REQUESTED:
+        return action.state, "", False
+    before = (action.state, action.payload.get("phase"))
+    action.attempts = min(action.attempts + 1, 32767)
+    STEPS[action.kind](action, backend, now)
+    action.save(update_fields=["state", "payload", "attempts", "last_error", "updated_at"])
+    after = (action.state, action.payload.get("phase"))
+    return action.state, f"{action.kind}.{after[1]}", after != before
+
+
+def _finish(action: ActionRequest, state: str, error: str = "") -> None:
+    action.state = state
+    action.last_error = error[:500]
+
+
+def _phase(action: ActionRequest, phase: str, **fields) -> None:
+    action.payload = {**action.payload, "phase": phase, **fields}
+
+
+# -- which pods a job has ----------------------------------------------------------------------
+
+def attempt_binds(job: Job) -> list[ActionRequest]:
+    """The bind actions of the job's current run (keys end in the run's start second)."""
+    if job.started_at is None:
+        return []
+    attempt = int(job.started_at.timestamp())
+    return list(ActionRequest.objects.filter(job=job, kind=ActionRequest.Kind.BIND, key__startswith=f"bind:{job.pk}:",
+                                             key__endswith=f":{attempt}").order_by("id"))
+
+
+def job_pods(job: Job) -> list[str]:
+    return [action.payload["pod_name"] for action in attempt_binds(job)]
+
+
+def observed_pods(backend: Backend, job: Job) -> dict:
+    """pod name -> observation, for the pods of the job's current run that the cluster still has."""
+    pods = set(job_pods(job))
+    return {o.pod_name: o for o in backend.poll_observations() if o.pod_name in pods and o.job_id == str(job.pk)}
+
+
+def stop_pods(backend: Backend, job: Job, pods, reason: str, grace_s: int = 0) -> None:
+    for pod in pods:
+        pod_stop(backend, str(job.pk), job.team.name, pod, reason, grace_s)
+
+
+def pod_stop(backend: Backend, job_id: str, namespace: str, pod: str, reason: str, grace_s: int = 0) -> None:
+    backend.preempt(PreemptRequest(job_id=job_id, pod_name=pod, namespace=namespace, grace_seconds=grace_s,
+                                   reason=reason))
+
+
+def _load_job(action: ActionRequest) -> Job:
+    return Job.objects.select_related("team", "project", "priority_class").get(pk=action.job_id)
+
+
+# -- bind ---------------------------------------------------------------------------------------
+
+def bind_request(action: ActionRequest, job: Job, members: int) -> BindRequest:
+    payload = action.payload
+    allocations = payload["allocations"]
+    mig = next((a["mig_profile"] for a in allocations if a["mig_profile"]), None)
+    whole = [str(a["gpu_index"]) for a in allocations if not a["mig_profile"] and a["milli"] >= 1000]
+    runtime = job.expected_runtime_s or job.max_runtime_s or 3600
+    return BindRequest(
+        job_id=str(job.pk), pod_name=payload["pod_name"], namespace=job.team.name, project=job.project.name,
+        job_kind=job.kind, image=job.image or "registry.local/tessera/job:latest",
+        command=tuple(shlex.split(job.command)), node_name=payload["node"],
+        gpu_count=0 if mig else max(1, len(allocations)), mig_profile=mig,
+        cpu_millicores=max(1, int(job.cpu_cores * 1000 / members)),
+        memory_mib=max(1, int(job.memory_gb * 1024 / members)), priority_class=job.priority_class.name,
+        env=((ENV_RUNTIME, str(runtime)), (ENV_RESUME, str(job.progress_s)), (ENV_GPU_INDEXES, ",".join(whole))))
+
+
+def _bind_step(action: ActionRequest, backend: Backend, now: datetime) -> None:
+    job = _load_job(action)
+    held = job.placements.filter(pk__in=action.payload["placements"], ended_at__isnull=True).exists()
+    if job.status not in HOLDING or not held:
+        stop_pods(backend, job, [action.payload["pod_name"]], "released")
+        _finish(action, FAILED, "The job was released before its pod was bound.")
+        return
+    try:
+        backend.bind(bind_request(action, job, len(attempt_binds(job))))
+    except (BackendError, ValueError) as error:  # refused for good: a retry would not mend it
+        _finish(action, FAILED, str(error))
+        stop_pods(backend, job, job_pods(job), "bind-failed")
+        job_release(job_id=job.pk, at=now, reason="bind-failed", message=f"The cluster refused the bind: {error}")
+        return
+    _finish(action, CONFIRMED)
+
+
+# -- checkpoints ----------------------------------------------------------------------------------
+
+def saved_checkpoint(observed: dict, pods, checkpoint_id: str) -> tuple[float, datetime] | None:
+    """(progress, saved at) once every pod of the job reports this checkpoint saved."""
+    found = [observed.get(pod) for pod in pods]
+    if not found or any(o is None or o.annotations.get(ANNOTATION_SAVED) != checkpoint_id for o in found):
+        return None
+    progress = min(float(o.annotations.get(ANNOTATION_SAVED_PROGRESS, 0)) for o in found)
+    at = max(float(o.annotations.get(ANNOTATION_SAVED_AT, 0)) for o in found)
+    return progress, datetime.fromtimestamp(at, tz=UTC)
+
+
+def checkpoint_record(*, job: Job, progress_s: float, at: datetime, why: str) -> bool:
+    """Keep a confirmed checkpoint; a conditional UPDATE makes a repeat (or an older one) change nothing."""
+    newer = Job.objects.filter(pk=job.pk).exclude(last_checkpoint_at__gte=at)
+    if newer.update(progress_s=progress_s, last_checkpoint_at=at, updated_at=timezone.now()) != 1:
+        return False
+    job_event_add(job=job, at=at, kind="checkpointed", message=f"Checkpoint saved ({why}) at {progress_s:.0f} s "
+                                                                  "of work.")
+    return True
+
+
+def ask_checkpoint(backend: Backend, job: Job, pods, checkpoint_id: str, reason: str) -> None:
+    for pod in pods:
+        backend.request_checkpoint(CheckpointRequest(job_id=str(job.pk), pod_name=pod, namespace=job.team.name,
+                                                     checkpoint_id=checkpoint_id, reason=reason))
+    Job.objects.filter(pk=job.pk, status=Job.Status.RUNNING).update(status=Job.Status.CHECKPOINTING)
+
+
+def _checkpoint_step(action: ActionRequest, backend: Backend, now: datetime) -> None:
+    job = _load_job(action)
+    checkpoint_id = f"interval-{action.pk}"
+    if job.status not in HOLDING:
+        _finish(action, FAILED, "The job stopped before the checkpoint.")
+    elif action.payload.get("phase") is None:
+        ask_checkpoint(backend, job, job_pods(job), checkpoint_id, "interval")
+        _phase(action, "asked", asked_at=now.timestamp())
+    else:
+        saved = saved_checkpoint(observed_pods(backend, job), job_pods(job), checkpoint_id)
+        if saved is not None:
+            checkpoint_record(job=job, progress_s=saved[0], at=saved[1], why="interval")
+            _finish(action, CONFIRMED)
+        elif now.timestamp() > action.payload["asked_at"] + settings.TESSERA_PREEMPT_GRACE_S:
+            _finish(action, FAILED, "The checkpoint was not confirmed in time.")
+        else:
+            return
+        if not _preempting(job):
+            Job.objects.filter(pk=job.pk, status=Job.Status.CHECKPOINTING).update(status=Job.Status.RUNNING)
+
+
+def _preempting(job: Job) -> bool:
+    return ActionRequest.objects.filter(job=job, kind=ActionRequest.Kind.PREEMPT, state=REQUESTED).exists()
+
+
+# -- preemption and spot reclaim: checkpoint -> stop -> release -----------------------------------
+
+def _preempt_step(action: ActionRequest, backend: Backend, now: datetime) -> None:
+    job = _load_job(action)
+    if job.status not in HOLDING:  # it finished, or a lost node released it first
+        _finish(action, CONFIRMED, f"The job was already {job.status}.")
+        return
+    phase = action.payload.get("phase", "start")
+    {"start": _preempt_start, "checkpointing": _preempt_wait, "stopping": _preempt_stop,
+     "releasing": _preempt_release}[phase](action, backend, job, now)
+
+
+def _deadline(action: ActionRequest, now: datetime) -> float:
+    """Spot reclaim: the provider's deadline; otherwise the grace period from the first step."""
+    if "deadline" in action.payload:
+        return float(action.payload["deadline"])
+    return now.timestamp() + settings.TESSERA_PREEMPT_GRACE_S
+
+
+def _preempt_start(action, backend, job, now) -> None:
+    deadline = _deadline(action, now)
+    room = deadline - now.timestamp()
+    if job.checkpoint_interval_s and room >= settings.TESSERA_CHECKPOINT_SAVE_S:
+        ask_checkpoint(backend, job, job_pods(job), f"preempt-{action.pk}", action.payload.get("reason", "preempt"))
+        _phase(action, "checkpointing", deadline=deadline)
+        job_event_add(job=job, at=now, kind="checkpoint-requested", message="Asked to checkpoint before stopping.")
+    else:
+        why = "no checkpoint support" if not job.checkpoint_interval_s else f"only {max(room, 0):.0f} s of notice"
+        _phase(action, "stopping", deadline=deadline)
+        job_event_add(job=job, at=now, kind="checkpoint-skipped",
+                      message=f"Stopping without a checkpoint ({why}); work since the last checkpoint is lost.")
+
+
+def _preempt_wait(action, backend, job, now) -> None:
+    pods = job_pods(job)
+    saved = saved_checkpoint(observed_pods(backend, job), pods, f"preempt-{action.pk}")
+    if saved is not None:
+        checkpoint_record(job=job, progress_s=saved[0], at=saved[1], why="before stopping")
+    elif now.timestamp() < action.payload["deadline"]:
+        return
+    else:
+        job_event_add(job=job, at=now, kind="checkpoint-missed",
+                      message="No checkpoint within the grace period; work since the last one is lost.")
+    _phase(action, "stopping")
+
+
+def _preempt_stop(action, backend, job, now) -> None:
+    grace = max(0, int(action.payload["deadline"] - now.timestamp()))
+    stop_pods(backend, job, job_pods(job), action.payload.get("reason", "preempt"), grace_s=grace)
+    failpoint("preempt.after-stop")
+    _phase(action, "releasing", stopped_at=now.timestamp(), grace=grace)
+
+
+def _preempt_release(action, backend, job, now) -> None:
+    alive = [o for o in observed_pods(backend, job).values() if o.status in (JobStatus.RUNNING, JobStatus.PENDING)]
+    # A pod that outlives its grace by a minute is the cluster's to kill; the job is released anyway.
+    if alive and now.timestamp() < action.payload["stopped_at"] + action.payload.get("grace", 0) + 60:
+        return
+    job.refresh_from_db(fields=["progress_s"])
+    reason = RELEASE_REASONS.get(action.payload.get("reason", "preempt"), "preempted")
+    job_release(job_id=job.pk, at=now, reason=reason, progress_s=job.progress_s,
+                message=f"Stopped and requeued; resumes from {job.progress_s:.0f} s of saved work.")
+    _finish(action, CONFIRMED)
+
+
+# -- MIG repartition ------------------------------------------------------------------------------
+
+def _repartition_step(action: ActionRequest, backend: Backend, now: datetime) -> None:
+    if action.payload.get("phase") is None:
+        if repartition_start(action, backend):
+            _phase(action, "applying", asked_at=now.timestamp())
+        return
+    outcome = repartition_finish(action, backend)
+    if outcome is None and now.timestamp() > action.payload["asked_at"] + 900:
+        outcome = "The node did not report the new MIG layout within 15 minutes."
+    if outcome == "":
+        _finish(action, CONFIRMED)
+    elif outcome is not None:
+        _finish(action, FAILED, outcome)
+
+
+STEPS = {"bind": _bind_step, "checkpoint": _checkpoint_step, "preempt": _preempt_step,
+         "repartition": _repartition_step}
+

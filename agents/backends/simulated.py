@@ -1,0 +1,315 @@
+"""A simulated GPU cluster behind the Backend protocol, for the embedded demo and the worker tests.
+
+Its whole state lives in one JSON file (under var/ by default), read and written under an
+exclusive file lock, so the web process, Celery workers and a test driving faults all see the
+same cluster, and it survives restarts. Time is computed, not ticked: every call first brings
+the cluster up to `now` (pods finish, checkpoints get saved, reclaimed nodes vanish).
+
+`speed` makes jobs do `speed` seconds of work per clock second, so the demo moves faster than
+real time while every timestamp stays a real one.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from agents.backends.base import (
+    BackendError,
+    BindRequest,
+    CheckpointRequest,
+    Conflict,
+    JobObservation,
+    JobStatus,
+    MigStrategy,
+    NodeInventory,
+    Outcome,
+    PreemptRequest,
+    RepartitionPhase,
+    RepartitionRequest,
+    RepartitionState,
+)
+from agents.telemetry import GpuReading, NodeReading
+
+# A spot reclaim notice arrives as this taint; its value is the UNIX time the node goes away.
+RECLAIM_TAINT = "tessera.io/reclaim-at"
+# How a workload reports a saved checkpoint back (the Kubernetes workload annotates its pod).
+ANNOTATION_SAVED = "tessera.io/checkpoint-saved"
+ANNOTATION_SAVED_PROGRESS = "tessera.io/checkpoint-progress-s"
+ANNOTATION_SAVED_AT = "tessera.io/checkpoint-saved-at"
+# What a bind tells the workload through its environment.
+ENV_RUNTIME = "TESSERA_RUNTIME_S"
+ENV_RESUME = "TESSERA_RESUME_S"
+ENV_GPU_INDEXES = "TESSERA_GPU_INDEXES"
+_THREAD_LOCK = threading.Lock()  # flock is per process; threads of one process need their own
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    speed: float = 1.0  # seconds of job work per clock second
+    checkpoint_save_s: float = 2.0  # clock seconds a checkpoint takes to write
+    stop_s: float = 0.0  # clock seconds between a stop and the pod being gone
+    repartition_s: float = 1.0  # clock seconds a MIG reconfiguration takes
+
+
+@dataclass(frozen=True)
+class SimNode:
+    name: str
+    gpu_model: str
+    gpu_count: int
+    gpu_memory_mib: int
+    leaf_switch: str = ""
+    tier: str = ""
+
+
+class SimulatedBackend:
+    def __init__(self, path: str | Path, clock: Callable[[], float] = time.time) -> None:
+        self.path = Path(path)
+        self.clock = clock
+
+    # -- set-up and commands (demo and tests) ---------------------------------------------
+
+    def configure(self, config: SimConfig) -> None:
+        with self._state() as state:
+            state["config"] = asdict(config)
+
+    def config(self) -> SimConfig:
+        with self._state() as state:
+            return SimConfig(**state["config"])
+
+    def ensure_node(self, node: SimNode) -> None:
+        """Add the node if it is new; a node already known keeps its state (lost stays lost)."""
+        with self._state() as state:
+            state["nodes"].setdefault(node.name, {**asdict(node), "answering": True, "reclaim_at": None,
+                                                  "gone": False, "mig": {}})
+
+    def advance(self, seconds: float) -> None:
+        """Move the simulated clock forward for every process that shares the state file."""
+        with self._state() as state:
+            state["offset"] += seconds
+
+    def now(self) -> float:
+        with self._state(write=False) as state:
+            return self.clock() + state["offset"]
+
+    def fail_job(self, job_id: str, reason: str = "Error", exit_code: int = 1) -> None:
+        with self._state() as state:
+            for pod in state["pods"].values():
+                if pod["job_id"] == job_id and pod["phase"] == "Running":
+                    pod.update(phase="Failed", reason=reason, exit_code=exit_code, ended_at=state["now"])
+
+    def reclaim_node(self, name: str, notice_s: float) -> None:
+        """The provider takes the node back in notice_s seconds; the first notice stands."""
+        with self._state() as state:
+            node = state["nodes"][name]
+            if node["reclaim_at"] is None:
+                node["reclaim_at"] = state["now"] + notice_s
+
+    def lose_node(self, name: str) -> None:
+        """The node stops answering; its pods are frozen where they were (phase Unknown)."""
+        with self._state() as state:
+            state["nodes"][name]["answering"] = False
+
+    def revive_node(self, name: str) -> None:
+        with self._state() as state:
+            state["nodes"][name]["answering"] = True
+
+    # -- the Backend protocol -------------------------------------------------------------
+
+    def inventory(self) -> list[NodeInventory]:
+        with self._state(write=False) as state:
+            return [_inventory(node) for node in state["nodes"].values() if not node["gone"]]
+
+    def bind(self, req: BindRequest) -> Outcome:
+        with self._state() as state:
+            key = f"{req.namespace}/{req.pod_name}"
+            pod = state["pods"].get(key)
+            if pod is not None:
+                if pod["job_id"] != req.job_id or pod["node"] != req.node_name:
+                    raise Conflict(f"pod {key} is job {pod['job_id']} on {pod['node']}")
+                return Outcome.ALREADY_DONE
+            node = state["nodes"].get(req.node_name)
+            if node is None or node["gone"] or not node["answering"]:
+                raise BackendError(f"node {req.node_name} is not available")
+            env = dict(req.env)
+            indexes = [int(i) for i in env.get(ENV_GPU_INDEXES, "").split(",") if i]
+            _check_free(state, req, node, indexes)
+            state["pods"][key] = {
+                "job_id": req.job_id, "namespace": req.namespace, "name": req.pod_name, "node": req.node_name,
+                "gpus": indexes if req.mig_profile is None else [], "mig_profile": req.mig_profile,
+                "started_at": state["now"], "resume_s": float(env.get(ENV_RESUME, 0)),
+                "runtime_s": float(env.get(ENV_RUNTIME, 3600)), "phase": "Running", "ended_at": None,
+                "reason": None, "exit_code": None, "stop_at": None, "checkpoint": None, "annotations": {}}
+            return Outcome.DONE
+
+    def request_checkpoint(self, req: CheckpointRequest) -> Outcome:
+        with self._state() as state:
+            pod = state["pods"].get(f"{req.namespace}/{req.pod_name}")
+            if pod is None:
+                return Outcome.GONE
+            asked = pod["checkpoint"] or {}
+            if pod["phase"] != "Running" or req.checkpoint_id in (asked.get("id"), _saved_id(pod)):
+                return Outcome.ALREADY_DONE
+            pod["checkpoint"] = {"id": req.checkpoint_id, "asked_at": state["now"],
+                                 "progress_s": _work(pod, state["now"], state["config"]["speed"])}
+            pod["annotations"]["tessera.io/checkpoint-request"] = req.checkpoint_id
+            return Outcome.DONE
+
+    def preempt(self, req: PreemptRequest) -> Outcome:
+        with self._state() as state:
+            pod = state["pods"].get(f"{req.namespace}/{req.pod_name}")
+            if pod is None:
+                return Outcome.GONE
+            if pod["stop_at"] is not None:
+                return Outcome.ALREADY_DONE
+            pod["stop_at"] = state["now"] + min(req.grace_seconds, state["config"]["stop_s"])
+            pod["annotations"]["tessera.io/preempted"] = req.reason
+            _advance(state)
+            return Outcome.DONE
+
+    def repartition(self, req: RepartitionRequest) -> Outcome:
+        with self._state() as state:
+            mig = state["nodes"][req.node_name]["mig"]
+            if mig.get("config") == req.config_name:
+                return Outcome.ALREADY_DONE
+            mig.update(config=req.config_name, phase=RepartitionPhase.PENDING.value, gpu=req.gpu_index,
+                       layout=[[slot.profile, slot.start] for slot in req.layout],
+                       ready_at=state["now"] + state["config"]["repartition_s"])
+            return Outcome.DONE
+
+    def repartition_state(self, node_name: str) -> RepartitionState:
+        with self._state(write=False) as state:
+            mig = state["nodes"][node_name]["mig"]
+            return RepartitionState(node_name, mig.get("config"), RepartitionPhase(mig.get("phase", "unknown")))
+
+    def poll_observations(self) -> list[JobObservation]:
+        with self._state(write=False) as state:
+            return [_observation(pod, state["nodes"][pod["node"]]) for pod in state["pods"].values()]
+
+    def watch(self, timeout_s: float) -> Iterator[JobObservation]:
+        yield from self.poll_observations()  # no change feed: the full picture is always current
+
+    # -- telemetry (agents/telemetry.py) ----------------------------------------------------
+
+    def read(self, nodes: Iterable[tuple[str, str]] = ()) -> dict[str, NodeReading]:
+        wanted = {name for name, _url in nodes}
+        with self._state(write=False) as state:
+            return {name: _reading(state, name, node) for name, node in state["nodes"].items()
+                    if node["answering"] and not node["gone"] and (not wanted or name in wanted)}
+
+    # -- state file -----------------------------------------------------------------------
+
+    @contextmanager
+    def _state(self, write: bool = True):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with _THREAD_LOCK, open(self.path.with_suffix(".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            state = self._load()
+            state["now"] = self.clock() + state["offset"]
+            advanced = _advance(state)
+            yield state
+            if write or advanced:
+                self._save(state)
+
+    def _load(self) -> dict:
+        try:
+            return json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return {"offset": 0.0, "config": asdict(SimConfig()), "nodes": {}, "pods": {}}
+
+    def _save(self, state: dict) -> None:
+        temporary = self.path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(state, indent=1, sort_keys=True))
+        os.replace(temporary, self.path)  # a reader never sees half a file
+
+
+def _work(pod: dict, now: float, speed: float) -> float:
+    """Seconds of work the pod has done by `now`, counting what it resumed from."""
+    until = pod["ended_at"] if pod["ended_at"] is not None else now
+    return min(pod["runtime_s"], pod["resume_s"] + max(0.0, until - pod["started_at"]) * speed)
+
+
+def _saved_id(pod: dict) -> str | None:
+    return pod["annotations"].get(ANNOTATION_SAVED)
+
+
+def _check_free(state: dict, req: BindRequest, node: dict, indexes: list[int]) -> None:
+    """The simulated device plugin: refuse a GPU that a live pod already holds."""
+    held = {i for pod in state["pods"].values() if pod["node"] == req.node_name and pod["phase"] == "Running"
+            for i in pod["gpus"]}
+    if set(indexes) & held or len(held) + len(indexes) > node["gpu_count"]:
+        raise Conflict(f"GPUs {sorted(set(indexes) & held) or indexes} of {req.node_name} are taken")
+
+
+def _advance(state: dict) -> bool:
+    """Bring pods and nodes up to state['now']; True when anything changed."""
+    now, config, changed = state["now"], state["config"], False
+    for node in state["nodes"].values():
+        if node["reclaim_at"] is not None and now >= node["reclaim_at"] and not node["gone"]:
+            node["gone"] = changed = True  # the provider took it: its pods die with it
+        mig = node["mig"]
+        if mig.get("phase") == RepartitionPhase.PENDING.value and now >= mig["ready_at"]:
+            mig.setdefault("layouts", {})[str(mig["gpu"])] = mig["layout"]
+            mig["phase"], changed = RepartitionPhase.SUCCESS.value, True
+    for key, pod in list(state["pods"].items()):
+        node = state["nodes"][pod["node"]]
+        if node["gone"] or (pod["stop_at"] is not None and now >= pod["stop_at"]):
+            del state["pods"][key]
+            changed = True
+        elif node["answering"] and pod["phase"] == "Running":
+            changed = _run(pod, now, config) or changed
+    return changed
+
+
+def _run(pod: dict, now: float, config: dict) -> bool:
+    changed = False
+    asked = pod["checkpoint"]
+    if asked and asked["id"] != _saved_id(pod) and now >= asked["asked_at"] + config["checkpoint_save_s"]:
+        pod["annotations"].update({ANNOTATION_SAVED: asked["id"], ANNOTATION_SAVED_PROGRESS: str(asked["progress_s"]),
+                                   ANNOTATION_SAVED_AT: str(asked["asked_at"] + config["checkpoint_save_s"])})
+        changed = True
+    finish_at = pod["started_at"] + (pod["runtime_s"] - pod["resume_s"]) / config["speed"]
+    if now >= finish_at and (pod["stop_at"] is None or finish_at < pod["stop_at"]):
+        pod.update(phase="Succeeded", ended_at=finish_at, exit_code=0, reason="Completed")
+        changed = True
+    return changed
+
+
+def _inventory(node: dict) -> NodeInventory:
+    taints = (f"{RECLAIM_TAINT}={node['reclaim_at']:.3f}:NoSchedule",) if node["reclaim_at"] is not None else ()
+    return NodeInventory(
+        name=node["name"], gpu_model=node["gpu_model"], gpu_count=node["gpu_count"],
+        gpu_memory_mib=node["gpu_memory_mib"], mig_strategy=MigStrategy.MIXED, leaf_switch=node["leaf_switch"],
+        tier=node["tier"], ready=node["answering"], schedulable=not taints, taints=taints)
+
+
+def _observation(pod: dict, node: dict) -> JobObservation:
+    status = JobStatus(pod["phase"]) if node["answering"] else JobStatus.UNKNOWN
+    return JobObservation(
+        job_id=pod["job_id"], pod_name=pod["name"], namespace=pod["namespace"], status=status,
+        node_name=pod["node"], reason=pod["reason"], exit_code=pod["exit_code"],
+        terminating=pod["stop_at"] is not None, annotations=dict(pod["annotations"]))
+
+
+def _reading(state: dict, name: str, node: dict) -> NodeReading:
+    """Busy GPUs read 70-95% (steady per pod, so charts look alive), idle ones 0%."""
+    busy = {}
+    for pod in state["pods"].values():
+        if pod["node"] == name and pod["phase"] == "Running":
+            for index in pod["gpus"]:
+                busy[index] = 0.70 + zlib.crc32(pod["name"].encode()) % 26 / 100
+    layouts = node["mig"].get("layouts", {})
+    gpus = tuple(GpuReading(
+        index=i, utilisation=busy.get(i, 0.0),
+        memory_used_gb=round(node["gpu_memory_mib"] / 1024 * (0.8 if i in busy else 0.0), 2),
+        mig_instances=tuple(tuple(slot) for slot in layouts[str(i)]) if str(i) in layouts else None)
+        for i in range(node["gpu_count"]))
+    return NodeReading(node=name, at=state["now"], gpus=gpus)

@@ -1,0 +1,58 @@
+"""MIG layouts: asking the backend for a repartition, and writing the confirmed layout back to rows."""
+
+from __future__ import annotations
+
+from agents.backends.base import Backend, MigSlot, RepartitionPhase, RepartitionRequest
+from scheduling.engine import mig
+from scheduling.models import ActionRequest, Gpu, MigInstance
+
+
+def config_name(action: ActionRequest) -> str:
+    return f"tessera-{action.pk}"
+
+
+def repartition_start(action: ActionRequest, backend: Backend) -> bool:
+    """Hand the layout to the node; False while an earlier change of the same node is still applying
+    (a MIG config is node-wide, so a second one would overwrite the first)."""
+    payload = action.payload
+    earlier = ActionRequest.objects.filter(kind=ActionRequest.Kind.REPARTITION, state="requested",
+                                           node_id=action.node_id, pk__lt=action.pk)
+    if earlier.exists():
+        return False
+    backend.repartition(RepartitionRequest(
+        node_name=payload["node"], gpu_index=payload["gpu_index"], config_name=config_name(action),
+        layout=tuple(MigSlot(profile=profile, start=start) for profile, start in payload["layout"])))
+    return True
+
+
+def repartition_finish(action: ActionRequest, backend: Backend) -> str | None:
+    """'' once the new layout is in the rows, a message when it failed, None while it is applying."""
+    payload = action.payload
+    state = backend.repartition_state(payload["node"])
+    if state.config_name != config_name(action) or not state.finished:
+        return None
+    if state.phase == RepartitionPhase.FAILED:
+        return f"The node reported the MIG change {config_name(action)} as failed."
+    gpu = Gpu.objects.select_for_update().get(node__name=payload["node"], index=payload["gpu_index"])
+    return layout_write(gpu, payload["mig_enabled"], [tuple(slot) for slot in payload["layout"]])
+
+
+def layout_write(gpu: Gpu, mig_enabled: bool, layout: list[tuple[str, int]]) -> str:
+    """Make the GPU's MIG instance rows match the layout; '' when done, else why it cannot."""
+    wanted = set(layout)
+    for instance in gpu.mig_instances.all():
+        if (instance.profile, instance.start_slot) in wanted:
+            wanted.discard((instance.profile, instance.start_slot))
+            continue
+        if instance.placements.filter(ended_at__isnull=True).exists():
+            return f"{instance} is in use; it cannot be removed."
+        # Finished placements keep their mig_profile and share; the ledger copied its gpu_fraction.
+        instance.delete()
+    geometry = mig.geometry_for(gpu.model)
+    for name, start in sorted(wanted, key=lambda slot: slot[1]):
+        profile = geometry.resolve(name)
+        MigInstance.objects.create(gpu=gpu, profile=profile.name, start_slot=start, size_slots=profile.memory_slices,
+                                   compute_slices=profile.compute_slices, memory_gb=profile.memory_gb)
+    gpu.mig_enabled = mig_enabled
+    gpu.save(update_fields=["mig_enabled"])
+    return ""

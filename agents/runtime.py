@@ -1,0 +1,53 @@
+"""Which backend and telemetry source the workers use (settings.TESSERA_BACKEND), and failpoints."""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import time
+from pathlib import Path
+
+from django.conf import settings
+
+from agents.backends.base import Backend
+from agents.telemetry import AgentHttpTelemetry, Telemetry
+
+
+@functools.cache
+def backend() -> Backend:
+    if settings.TESSERA_BACKEND == "kubernetes":
+        from kubernetes import config
+
+        from agents.backends.kubernetes import KubernetesBackend
+
+        config.load_incluster_config()
+        return KubernetesBackend()
+    return simulated_backend()
+
+
+def simulated_backend():
+    from agents.backends.simulated import SimulatedBackend
+
+    return SimulatedBackend(settings.TESSERA_SIMULATED_STATE)
+
+
+def telemetry() -> Telemetry:
+    """The simulated cluster reports its own GPUs; a real one has node agents to ask."""
+    if settings.TESSERA_BACKEND == "simulated":
+        return backend()
+    token_file = settings.TESSERA_AGENT_TOKEN_FILE
+    return AgentHttpTelemetry(Path(token_file).read_text().strip() if token_file else "")
+
+
+def failpoint(name: str) -> None:
+    """A fault the worker tests inject between two steps: `TESSERA_FAILPOINTS=name` kills this
+    process there (SIGKILL, like the OOM killer), `name=2.5` pauses it there. Unset in production."""
+    for point in os.environ.get("TESSERA_FAILPOINTS", "").split(","):
+        point_name, _sep, pause = point.partition("=")
+        if point_name.strip() != name:
+            continue
+        if pause:
+            time.sleep(float(pause))
+        else:
+            os.kill(os.getpid(), signal.SIGKILL)

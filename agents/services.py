@@ -1,0 +1,265 @@
+"""What the workers do, as plain functions over rows and a backend (agents/tasks.py is a thin shell).
+
+Every function is safe to run twice or concurrently: rows change through conditional UPDATEs
+and row locks, backend calls are idempotent, and multi-step work lives in ActionRequest rows
+(agents/actions.py) that any later run picks up where the last one stopped.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Callable
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from agents.actions import HOLDING, REQUESTED, attempt_binds, job_pods, pod_stop, stop_pods
+from agents.backends.base import Backend, JobStatus, NodeInventory
+from agents.backends.simulated import RECLAIM_TAINT
+from agents.runtime import failpoint
+from agents.telemetry import NodeReading, Telemetry
+from billing.services import usage_intervals_close_for_node
+from scheduling.cycle import run_cycle
+from scheduling.models import ActionRequest, Gpu, GpuSample, Job, Node
+from scheduling.services import job_release
+
+Dispatch = Callable[[list[int]], None]
+CYCLE_LOCK_KEY = 7_302_001  # pg advisory lock id: "one scheduling cycle at a time"
+_LOCAL_CYCLE_LOCK = threading.Lock()  # SQLite (the embedded demo) has one process
+
+
+def _on_commit(dispatch: Dispatch | None, ids: list[int]) -> None:
+    if dispatch is not None and ids:
+        transaction.on_commit(lambda: dispatch(list(ids)))
+
+
+# -- poll_agents: heartbeats, GPU readings, reclaim notices, lost nodes ------------------------------
+
+def agents_poll(*, backend: Backend, telemetry: Telemetry, now: datetime | None = None,
+                dispatch: Dispatch | None = None) -> dict:
+    now = now or timezone.now()
+    nodes = list(Node.objects.select_related("tier"))
+    inventory = {item.name: item for item in backend.inventory()}
+    readings = telemetry.read([(node.name, node.agent_url) for node in nodes])
+    answered, notices = [], []
+    for node in nodes:
+        reading, seen = readings.get(node.name), inventory.get(node.name)
+        if reading is not None or (not node.agent_url and seen is not None and seen.ready):
+            node_heartbeat(node=node, reading=reading, at=now)
+            answered.append(node.name)
+        notices += node_reclaim_notice(node=node, seen=seen, now=now, dispatch=dispatch)
+    lost = nodes_mark_lost(now=now)
+    return {"answered": answered, "lost": lost, "reclaim_actions": notices}
+
+
+@transaction.atomic
+def node_heartbeat(*, node: Node, reading: NodeReading | None, at: datetime) -> None:
+    Node.objects.filter(pk=node.pk).update(last_heartbeat=at)
+    # A lost node that answers again is usable again; its old jobs were requeued when it was lost.
+    Node.objects.filter(pk=node.pk, state=Node.State.LOST).update(state=Node.State.READY)
+    if reading is None:
+        return
+    gpus = {gpu.index: gpu for gpu in Gpu.objects.filter(node=node)}
+    samples = []
+    for gpu_reading in reading.gpus:
+        gpu = gpus.get(gpu_reading.index)
+        if gpu is None or gpu_reading.utilisation is None:
+            continue
+        used = gpu_reading.memory_used_gb or 0.0
+        Gpu.objects.filter(pk=gpu.pk).update(utilization=min(1.0, max(0.0, gpu_reading.utilisation)),
+                                             memory_used_gb=used)
+        samples.append(GpuSample(gpu=gpu, at=at, utilization=gpu_reading.utilisation, memory_used_gb=used))
+        if gpu_reading.mig_enabled is not None and gpu_reading.mig_enabled != gpu.mig_enabled and gpu.mig_capable:
+            Gpu.objects.filter(pk=gpu.pk).update(mig_enabled=gpu_reading.mig_enabled)
+    GpuSample.objects.bulk_create(samples, ignore_conflicts=True)  # a repeated poll at one time adds nothing
+
+
+def reclaim_deadline(node: Node, seen: NodeInventory | None, now: datetime) -> float | None:
+    """When the provider takes the node back, from its reclaim taint; None when no notice."""
+    for taint in (seen.taints if seen else ()):
+        key, _sep, rest = taint.partition("=")
+        if key == RECLAIM_TAINT:
+            value = rest.split(":", 1)[0]
+            try:
+                return float(value)
+            except ValueError:  # a handler that gives no time: the tier's notice period
+                return now.timestamp() + node.tier.reclaim_notice_s
+    return None
+
+
+@transaction.atomic
+def node_reclaim_notice(*, node: Node, seen: NodeInventory | None, now: datetime,
+                        dispatch: Dispatch | None = None) -> list[int]:
+    """A spot reclaim notice: drain the node and start a stop-and-requeue flow for each job on it."""
+    deadline = reclaim_deadline(node, seen, now)
+    if deadline is None:
+        return []
+    Node.objects.filter(pk=node.pk, state=Node.State.READY).update(state=Node.State.DRAINING)
+    created = []
+    for job in Job.objects.filter(status__in=HOLDING, placements__gpu__node=node,
+                                  placements__ended_at__isnull=True).distinct():
+        action, new = ActionRequest.objects.get_or_create(
+            key=f"spot-reclaim:{job.pk}:{int(job.started_at.timestamp())}",
+            defaults={"kind": ActionRequest.Kind.PREEMPT, "job": job, "node": node,
+                      "payload": {"job_id": str(job.pk), "for_job_id": "", "reason": "spot-reclaim",
+                                  "deadline": deadline}})
+        if new:
+            created.append(action.pk)
+    _on_commit(dispatch, created)
+    return created
+
+
+def nodes_mark_lost(*, now: datetime) -> list[str]:
+    limit = now - timedelta(seconds=settings.TESSERA_POLL_INTERVAL_S * settings.TESSERA_LOST_AFTER_MISSED)
+    stale = Node.objects.exclude(state=Node.State.LOST).filter(last_heartbeat__lt=limit)
+    return [name for node_id, name in stale.values_list("id", "name") if node_lose(node_id=node_id, limit=limit)]
+
+
+@transaction.atomic
+def node_lose(*, node_id: int, limit: datetime) -> bool:
+    """Mark the node lost and requeue its jobs, billing them up to its last heartbeat only."""
+    changed = Node.objects.filter(pk=node_id, last_heartbeat__lt=limit).exclude(state=Node.State.LOST) \
+        .update(state=Node.State.LOST)
+    if changed != 1:  # another worker got here first, or the node answered meanwhile
+        return False
+    node = Node.objects.get(pk=node_id)
+    at = node.last_heartbeat
+    jobs = Job.objects.filter(placements__gpu__node=node, placements__ended_at__isnull=True).distinct()
+    for job_id in jobs.values_list("id", flat=True):
+        job_release(job_id=job_id, at=at, reason="node-lost",
+                    message=f"Node {node.name} stopped answering after {at:%H:%M:%S}; requeued.")
+    usage_intervals_close_for_node(node=node, at=at, reason="node-lost")  # anything not tied to a job row
+    failpoint("node-lost.after-release")
+    return True
+
+
+# -- reconcile: the cluster's word on pods becomes job status ----------------------------------------
+
+def reconcile(*, backend: Backend, now: datetime | None = None) -> dict:
+    now = now or timezone.now()
+    observations = backend.poll_observations()
+    by_pod = {(o.job_id, o.pod_name): o for o in observations}
+    finished = defaultdict(list)
+    holding = Job.objects.filter(status__in=HOLDING).select_related("team")
+    current: dict[str, set[str]] = {}
+    for job in holding:
+        pods = job_pods(job)
+        current[str(job.pk)] = set(pods)
+        outcome = _pods_outcome(job, [by_pod.get((str(job.pk), pod)) for pod in pods])
+        if outcome and _job_finish(job=job, outcome=outcome, at=now, observations=by_pod, backend=backend):
+            finished[outcome].append(job.pk)
+    orphans = _stop_orphans(backend, observations, current)
+    return {"finished": dict(finished), "orphans_stopped": orphans}
+
+
+def _pods_outcome(job: Job, observed: list) -> str | None:
+    if not observed or any(o is None for o in observed):
+        return None  # not bound yet, or the cluster lost a pod (node loss is poll_agents' to decide)
+    if all(o.status == JobStatus.SUCCEEDED for o in observed):
+        return "completed"
+    if any(o.status == JobStatus.FAILED for o in observed) and not _preempt_in_flight(job):
+        return "failed"  # a pod stopped by a preemption may report Failed: that flow owns it
+    return None
+
+
+def _preempt_in_flight(job: Job) -> bool:
+    return ActionRequest.objects.filter(job=job, kind=ActionRequest.Kind.PREEMPT, state=REQUESTED).exists()
+
+
+def _job_finish(*, job: Job, outcome: str, at: datetime, observations: dict, backend: Backend) -> bool:
+    failed = [o for o in observations.values() if o.job_id == str(job.pk) and o.status == JobStatus.FAILED]
+    detail = f" ({failed[0].reason}, exit code {failed[0].exit_code})" if failed else ""
+    progress = float(job.expected_runtime_s or job.max_runtime_s or job.progress_s) if outcome == "completed" \
+        else None
+    released = job_release(job_id=job.pk, at=at, reason=outcome, progress_s=progress,
+                           message=f"The cluster reports the job {outcome}{detail}.")
+    if released and outcome == "failed":
+        stop_pods(backend, job, job_pods(job), "failed")  # the gang's other members stop with it
+    return released
+
+
+def _stop_orphans(backend: Backend, observations, current: dict[str, set[str]]) -> int:
+    """A live pod that belongs to no current run (its job was released meanwhile) is stopped."""
+    stopped = 0
+    for obs in observations:
+        if obs.status not in (JobStatus.RUNNING, JobStatus.PENDING) or obs.terminating:
+            continue
+        if obs.pod_name in current.get(obs.job_id, set()):
+            continue
+        job = Job.objects.select_related("team").filter(pk=obs.job_id).first()
+        if job is not None and obs.pod_name in job_pods(job):
+            continue  # bound since the list above was read
+        pod_stop(backend, obs.job_id, obs.namespace, obs.pod_name, "orphan")
+        stopped += 1
+    return stopped
+
+
+# -- checkpoint_due ------------------------------------------------------------------------------------
+
+def checkpoints_due(*, now: datetime | None = None, dispatch: Dispatch | None = None,
+                    interval_scale: float = 1.0) -> list[int]:
+    """Ask each running, checkpointing job for a checkpoint once its interval has passed.
+    `interval_scale` < 1 shortens intervals for a cluster that works faster than real time (the demo)."""
+    now = now or timezone.now()
+    created = []
+    busy = set(ActionRequest.objects.filter(state=REQUESTED, kind__in=["checkpoint", "preempt"])
+               .values_list("job_id", flat=True))
+    for job in Job.objects.filter(status=Job.Status.RUNNING, checkpoint_interval_s__isnull=False):
+        if job.pk in busy or not attempt_binds(job):
+            continue
+        due = _checkpoint_due_at(job, interval_scale)
+        if due <= now:
+            with transaction.atomic():
+                action, new = ActionRequest.objects.get_or_create(
+                    key=f"checkpoint:{job.pk}:{int(due.timestamp())}",
+                    defaults={"kind": ActionRequest.Kind.CHECKPOINT, "job": job, "payload": {"job_id": str(job.pk)}})
+                if new:
+                    created.append(action.pk)
+                    _on_commit(dispatch, [action.pk])
+    return created
+
+
+def _checkpoint_due_at(job: Job, scale: float) -> datetime:
+    last = max(moment for moment in (job.last_checkpoint_at, job.started_at) if moment is not None)
+    failed = ActionRequest.objects.filter(job=job, kind="checkpoint", state="failed", updated_at__gt=last) \
+        .order_by("-updated_at").values_list("updated_at", flat=True).first()
+    return max(last, failed or last) + timedelta(seconds=job.checkpoint_interval_s * scale)
+
+
+# -- run_cycle: exactly one at a time --------------------------------------------------------------------
+
+@contextmanager
+def cycle_lock():
+    """PostgreSQL: a transaction-scoped advisory lock (a dead worker's lock dies with its
+    connection, so no expiry to tune). SQLite (the demo): one process, a thread lock."""
+    if connection.vendor == "postgresql":
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [CYCLE_LOCK_KEY])
+                held = cursor.fetchone()[0]
+            yield held
+        return
+    held = _LOCAL_CYCLE_LOCK.acquire(blocking=False)
+    try:
+        yield held
+    finally:
+        if held:
+            _LOCAL_CYCLE_LOCK.release()
+
+
+def cycle_run(*, dispatch: Dispatch | None = None, now: datetime | None = None) -> dict:
+    with cycle_lock() as held:
+        if not held:
+            return {"ran": False}
+        report = run_cycle(now=now, dispatch=dispatch)
+        failpoint("cycle.hold")
+        return {"ran": True, "placed": report.applied.bound_jobs, "actions": report.applied.action_ids,
+                "summary": report.summary()}
+
+
+def requested_actions() -> list[int]:
+    return list(ActionRequest.objects.filter(state=REQUESTED).order_by("id").values_list("id", flat=True))
