@@ -10,8 +10,9 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from agents import actions, runtime, services
+from agents.backends.base import TransientBackendError
 
-TRANSIENT = (OperationalError, InterfaceError, OSError, TimeoutError)
+TRANSIENT = (OperationalError, InterfaceError, OSError, TimeoutError, TransientBackendError)
 RETRYING = {"autoretry_for": TRANSIENT, "retry_backoff": True, "retry_backoff_max": 60, "retry_jitter": True,
             "max_retries": 8, "acks_late": True}
 

@@ -18,6 +18,10 @@ class BackendError(RuntimeError):
     """The cluster refused a request in a way a retry will not mend."""
 
 
+class TransientBackendError(BackendError):
+    """The cluster was briefly unable to answer (throttled, overloaded, restarting): retry later."""
+
+
 class Conflict(BackendError):
     """The cluster holds something else under this name (another job's pod, another node)."""
 

@@ -7,6 +7,7 @@ period; MIG layouts change through mig-manager's `nvidia.com/mig.config` node la
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from agents.backends.base import (
     RepartitionPhase,
     RepartitionRequest,
     RepartitionState,
+    TransientBackendError,
 )
 
 GFD_PRODUCT = "nvidia.com/gpu.product"
@@ -63,6 +65,24 @@ class KubernetesConfig:
     request_timeout_s: float = 30.0
 
 
+RETRYABLE_STATUSES = {429, 500, 502, 503, 504}
+
+
+def _transient_api_errors(method):
+    """A throttled or briefly unavailable API server becomes a TransientBackendError, which the
+    workers retry with backoff; every other API error stays what it is."""
+
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        try:
+            return method(*args, **kwargs)
+        except ApiException as exc:
+            if exc.status in RETRYABLE_STATUSES:
+                raise TransientBackendError(f"Kubernetes API answered {exc.status}: {exc.reason}") from exc
+            raise
+    return wrapper
+
+
 class KubernetesBackend:
     def __init__(self, config: KubernetesConfig | None = None) -> None:
         self.config = config or KubernetesConfig()
@@ -71,6 +91,7 @@ class KubernetesBackend:
 
     # -- inventory -------------------------------------------------------------------------
 
+    @_transient_api_errors
     def inventory(self) -> list[NodeInventory]:
         nodes = self.core.list_node(
             label_selector=self.config.gpu_node_selector,
@@ -80,6 +101,7 @@ class KubernetesBackend:
 
     # -- jobs ------------------------------------------------------------------------------
 
+    @_transient_api_errors
     def bind(self, req: BindRequest) -> Outcome:
         pod = self._read_pod(req.namespace, req.pod_name)
         if pod is None:
@@ -92,6 +114,7 @@ class KubernetesBackend:
             raise Conflict(f"pod {req.namespace}/{req.pod_name} is already on {bound_to}")
         return self._post_binding(req)
 
+    @_transient_api_errors
     def request_checkpoint(self, req: CheckpointRequest) -> Outcome:
         pod = self._read_pod(req.namespace, req.pod_name)
         if pod is None:
@@ -105,6 +128,7 @@ class KubernetesBackend:
         })
         return Outcome.DONE
 
+    @_transient_api_errors
     def preempt(self, req: PreemptRequest) -> Outcome:
         pod = self._read_pod(req.namespace, req.pod_name)
         if pod is None:
@@ -133,6 +157,7 @@ class KubernetesBackend:
 
     # -- MIG -------------------------------------------------------------------------------
 
+    @_transient_api_errors
     def repartition(self, req: RepartitionRequest) -> Outcome:
         labels = self._node_labels(req.node_name)
         if labels.get(self.config.mig_config_label) == req.config_name:
@@ -149,6 +174,7 @@ class KubernetesBackend:
         )
         return Outcome.DONE
 
+    @_transient_api_errors
     def repartition_state(self, node_name: str) -> RepartitionState:
         labels = self._node_labels(node_name)
         try:
@@ -159,6 +185,7 @@ class KubernetesBackend:
 
     # -- observations ----------------------------------------------------------------------
 
+    @_transient_api_errors
     def poll_observations(self) -> list[JobObservation]:
         pods = self.core.list_pod_for_all_namespaces(
             label_selector=m.MANAGED_SELECTOR, _request_timeout=self.config.request_timeout_s

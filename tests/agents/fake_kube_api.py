@@ -293,7 +293,15 @@ class FakeKubeApi:
 
     # -- routing -----------------------------------------------------------------------------
 
+    def fail_next(self, count: int, code: int = 503, reason: str = "ServiceUnavailable") -> None:
+        """Answer the next `count` requests with an error, as an overloaded API server does."""
+        self._failures = [(code, reason)] * count
+
     def handle(self, method: str, path: str, query: dict, body: Any) -> tuple[int, dict]:
+        failures = getattr(self, "_failures", None)
+        if failures:
+            code, reason = failures.pop()
+            raise ApiError(code, reason, "injected by the test")
         for verb, pattern, operation in ROUTES:
             found = re.match(pattern, path)
             if verb == method and found:

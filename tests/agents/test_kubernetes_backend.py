@@ -21,7 +21,7 @@ from agents.backends import (
     wait_for_repartition,
 )
 from agents.backends import k8s_manifests as m
-from agents.backends.base import Backend
+from agents.backends.base import Backend, TransientBackendError
 
 H100_LABELS = {
     "nvidia.com/gpu.present": "true",
@@ -274,3 +274,11 @@ def test_a_first_watch_starts_from_a_list(backend, cluster):
     backend.bind(_bind())
     seen = list(backend.watch(timeout_s=1))
     assert _statuses(seen) == [("42", JobStatus.RUNNING)]
+
+
+@pytest.mark.parametrize("code", [429, 503])
+def test_a_throttled_or_unavailable_api_is_a_transient_error_and_a_retry_succeeds(backend, cluster, code):
+    cluster.fail_next(1, code=code, reason="TooManyRequests" if code == 429 else "ServiceUnavailable")
+    with pytest.raises(TransientBackendError):
+        backend.inventory()
+    assert {n.name for n in backend.inventory()} >= {"gpu-h100-01"}
