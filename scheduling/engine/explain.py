@@ -143,6 +143,7 @@ def _slice_reason(session, job: Job, models) -> tuple[str, str]:
                                                                             job.gpu_memory_gb)
         slices.append(f"{profile.name} on {model}" if profile else f"a share of a {model}")
     planned = {r.node for r in session.repartitions if r.mig_enabled}
+    planned |= session.settling_mig_nodes
     nodes = {n.name for n in session.nodes.values() if n.model in models}
     what = f"needs {job.gpu_memory_gb:g} GB of GPU memory ({'; '.join(slices[:3])})"
     if planned & nodes:

@@ -41,6 +41,7 @@ class Session:
         self.binds: list[Bind] = []
         self.preemptions: list[Preempt] = []
         self.repartitions: list[Repartition] = []
+        self.settling_mig_nodes: set[str] = set()  # nodes with an unconfirmed MIG layout
         self.preempting: set[str] = set()   # victims already asked to stop
         self.nominated: dict[str, int] = {}  # preemptor -> victims it waits for
         self.reasons: dict[str, tuple[str, str]] = {}
@@ -82,6 +83,8 @@ class Session:
                 gpu = self.gpu(action.node, action.gpu_index)
                 gpu.set_layout(action.mig_enabled, action.layout)
                 gpu.settling = True
+                if action.mig_enabled:
+                    self.settling_mig_nodes.add(action.node)
 
     # --- lookups ----------------------------------------------------------------------------
 

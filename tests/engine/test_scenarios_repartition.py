@@ -103,3 +103,12 @@ def test_no_repartition_for_a_job_its_quota_refuses():
                          queues=[("web", 0, 0)]))
     assert plan.repartitions == ()
     assert plan.pending["i"].reason == "burst-limit"
+
+
+def test_a_job_waiting_for_a_settling_layout_asks_for_no_second_one():
+    first = schedule(snap([node("n1"), node("n2")], [inference("i", 15, cls="interactive")]))
+    assert len(first.repartitions) == 1
+    again = schedule(snap([node("n1"), node("n2")], [inference("i", 15, cls="interactive")],
+                          in_flight=first.repartitions))
+    assert again.repartitions == ()
+    assert again.pending["i"].reason == "repartition-pending"

@@ -33,6 +33,7 @@ class _Planner:
         self.open: dict[tuple, list] = {}  # (model, tier) -> planned MIG entries, in plan order
         self.full: dict[tuple, set] = {}  # profile shape -> planned GPUs it no longer fits
         self.spent: set[str] = set()  # nodes whose whole-free GPUs are all planned already
+        self.awaited = _awaited_slots(session)  # (model, tier) -> idle slots of in-flight layouts
 
     def aged(self, gpu) -> bool:
         return (gpu.key not in self.planned and gpu.usable and
@@ -42,9 +43,21 @@ class _Planner:
         for tier, model in search_order(self.session, job, allowed_models(self.session, job)):
             geometry = geometry_for(model)
             profile = geometry and smallest_profile(geometry, job.gpu_memory_gb)
-            if profile and (self._into_planned(model, tier, profile)
+            if profile and (self._awaits_settling(model, tier, job)
+                            or self._into_planned(model, tier, profile)
                             or self._reshape(model, tier, profile, job)
                             or self._whole_to_mig(model, tier, profile, job)):
+                return True
+        return False
+
+    def _awaits_settling(self, model, tier, job) -> bool:
+        """An earlier cycle's repartition, not confirmed yet, already made a slice that holds the
+        job: it waits for that one instead of asking for another (which would repartition a GPU
+        per cycle for as long as the first one settles)."""
+        slots = self.awaited.get((model, tier), [])
+        for i, memory_gb in enumerate(slots):
+            if memory_gb >= job.gpu_memory_gb:
+                del slots[i]
                 return True
         return False
 
@@ -181,6 +194,17 @@ def repartition(session) -> None:
             failed.add(shape)
             heads.discard(blocker)  # the rest of that team's line waits behind this job
     planner.emit()
+
+
+def _awaited_slots(session) -> dict[tuple, list[float]]:
+    """Memory of each idle MIG instance on GPUs whose in-flight layout is still settling."""
+    slots: dict[tuple, list[float]] = {}
+    for node in session.nodes.values():
+        for gpu in node.gpus:
+            if gpu.settling and gpu.mig_enabled:
+                free = [inst[0].memory_gb for inst in gpu.instances.values() if inst[1] is None]
+                slots.setdefault(gpu.outer, []).extend(sorted(free))
+    return slots
 
 
 def _admitted(session, job, planned_units) -> bool:
