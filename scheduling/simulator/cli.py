@@ -1,4 +1,5 @@
-"""`simulate` command line: `fill` (the FGD paper's experiment) now; `run` and `generate` later.
+"""`simulate` command line: `fill` (the FGD paper's experiment), `run` (a mixed cluster over time)
+and `generate` (scenario files for `run`).
 
 Usable without Django: python -m scheduling.simulator.cli fill --nodes ... --trace ...
 """
@@ -14,6 +15,8 @@ from scheduling.engine.fgd import REGISTRY
 
 from . import report
 from .experiment import run_all
+from .run import add_run_parsers
+from .run.spec import SpecError
 from .traces import TraceError, load_nodes, load_tasks
 
 DEFAULT_POLICIES = "tessera,fgd,bestfit,gpupacking,gpuclustering,dotprod,random"
@@ -58,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
                       "(default: beside the trace's folder)")
     fill.add_argument("--processes", type=int, default=2, help="at most 2")
     fill.set_defaults(handler=cmd_fill)
-    # `run` (mixed cluster over time) and `generate` (scenario files) are added here later.
+    add_run_parsers(sub)
     return parser
 
 
@@ -101,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
-    except TraceError as exc:
+    except (TraceError, SpecError) as exc:
         print(f"simulate: error: {exc}", file=sys.stderr)
         return 2
 

@@ -1,0 +1,201 @@
+"""The simulated backend: what exists (nodes, MIG layouts, bound pods) and the engine's view of
+it. Snapshots are built incrementally: a node's frozen Node is rebuilt only when its layout or
+state changed, a pod's Running only when it is bound (or its checkpoint moves on)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from scheduling.engine.types import PRIORITY_CLASSES, Job, Queue, Running, Snapshot
+
+from .cluster import NodeInfo, allocation_memory, allocation_units, engine_node
+from .jobs import WAITING, Member, SimJob
+from .policies import REPLICAS, Mode
+from .spec import ClusterSpec
+
+TIMESLICE_MEMORY_GB = 0.001  # what a time-sliced job declares: memory is not looked at
+
+
+class Backend:
+    def __init__(self, spec: ClusterSpec, infos: dict[str, NodeInfo], mode: Mode):
+        self.spec, self.infos, self.mode = spec, infos, mode
+        self.present: dict[str, str] = {}              # node -> state (ready/draining)
+        self.layouts: dict[str, dict[int, dict[int, list]]] = {}
+        self.changed_at: dict[str, dict[int, float]] = {}
+        self.node_cache: dict[str, object] = {}
+        self.residents: dict[tuple[str, int], dict[tuple[str, int], float]] = {}
+        self.team_units: dict[str, float] = {}
+        self.queues = tuple(Queue(t.name, t.guaranteed_gpus, t.burst_limit_gpus, t.weight)
+                            for t in spec.teams)
+        self.caps = {t.name: t.burst_limit_gpus for t in spec.teams}
+        self.max_per_node = max(g.gpus_per_node for g in spec.groups)
+        self.min_gpu_memory = min(g.gpu_memory_gb for g in spec.groups)
+        self.pods: dict[str, tuple[SimJob, int]] = {}  # engine job id -> (job, member)
+        for name in infos:
+            self.add_node(name, None)
+
+    # --- nodes and MIG layouts --------------------------------------------------------------
+
+    def add_node(self, name: str, now: float | None) -> None:
+        group = self.infos[name].group
+        self.present[name] = "ready"
+        mig = group.mig_enabled_gpus if self.mode.mig else 0
+        self.layouts[name] = {i: {} for i in range(mig)}
+        self.changed_at[name] = {}
+        self.node_cache.pop(name, None)
+
+    def remove_node(self, name: str) -> None:
+        del self.present[name]
+        self.node_cache.pop(name, None)
+
+    def set_state(self, name: str, state: str) -> None:
+        self.present[name] = state
+        self.node_cache.pop(name, None)
+
+    def set_layout(self, name: str, gpu: int, mig_enabled: bool, layout, now: float) -> None:
+        old = self.layouts[name].get(gpu, {})
+        if any(inst[1] is not None for inst in old.values()):
+            busy = {s for s, inst in old.items() if inst[1] is not None}
+            kept = {s for _, s in layout}
+            if not mig_enabled or not busy <= kept:
+                raise RuntimeError(f"repartition of {name}/{gpu} removes a busy MIG instance")
+        if mig_enabled:
+            self.layouts[name][gpu] = {s: [p, old.get(s, [p, None])[1]] for p, s in layout}
+        else:
+            self.layouts[name].pop(gpu, None)
+        self.changed_at[name][gpu] = now
+        self.node_cache.pop(name, None)
+
+    def nodes(self) -> tuple:
+        out = []
+        for name, state in self.present.items():
+            node = self.node_cache.get(name)
+            if node is None:
+                node = engine_node(self.infos[name], self.layouts[name], state, self.changed_at[name])
+                self.node_cache[name] = node
+            out.append(node)
+        return tuple(out)
+
+    # --- binding and releasing pods ---------------------------------------------------------
+
+    def bind(self, job: SimJob, member: int, node: str, allocations, borrowed: bool,
+             now: float) -> Member:
+        group = self.infos[node].group
+        units = sum(allocation_units(group, a) for a in allocations)
+        need = job.spec.gpu_mem_gb or group.gpu_memory_gb
+        waste = sum(max(0.0, allocation_memory(group, a) - need) for a in allocations)
+        for alloc in allocations:
+            if alloc.mig_profile is not None:
+                layout = self.layouts[node].setdefault(alloc.gpu_index, {})
+                layout.setdefault(alloc.mig_start, [alloc.mig_profile, None])[1] = job.spec.job_id
+                self.node_cache.pop(node, None)
+            key = (node, alloc.gpu_index)
+            used = sum(self.residents.get(key, {}).values())
+            if used + need > group.gpu_memory_gb + 1e-6:
+                job.doomed = True  # the memory is not there: this pod fails with OOM
+            self.residents.setdefault(key, {})[(job.spec.job_id, member)] = 0.0 if job.doomed else need
+        placed = Member(node, tuple(allocations), now, borrowed, units, waste)
+        job.bound[member] = placed
+        self.team_units[job.spec.team] = self.team_units.get(job.spec.team, 0.0) + units
+        job.engine_jobs = None
+        return placed
+
+    def release(self, job: SimJob, member: int) -> Member:
+        placed = job.bound.pop(member)
+        for alloc in placed.allocations:
+            if alloc.mig_profile is not None:
+                inst = self.layouts.get(placed.node, {}).get(alloc.gpu_index, {}).get(alloc.mig_start)
+                if inst is not None:
+                    inst[1] = None
+                self.node_cache.pop(placed.node, None)
+            residents = self.residents.get((placed.node, alloc.gpu_index), {})
+            residents.pop((job.spec.job_id, member), None)
+        self.team_units[job.spec.team] -= placed.units
+        job.engine_jobs = None
+        return placed
+
+    # --- the engine's view ------------------------------------------------------------------
+
+    def template(self, job: SimJob) -> Job:
+        """The job as the engine sees it (one gang Job; pods are copies with their own ids).
+        Cached until the job's progress changes."""
+        if job.template is not None:
+            return job.template
+        spec = job.spec
+        memory, milli = spec.gpu_mem_gb, 0
+        if self.mode.timeslice and spec.gpus == 0:
+            memory, milli = TIMESLICE_MEMORY_GB, 1000 // REPLICAS
+        job.template = Job(
+            id=spec.job_id, team=spec.team, project=spec.project, kind=spec.kind,
+            priority_class=spec.priority, priority=PRIORITY_CLASSES[spec.priority],
+            gpus=job.per_member_gpus, gpu_memory_gb=memory, gpu_milli=milli,
+            cpu_cores=spec.cpu_cores / job.members, gang_size=job.members if self.mode.gang else 1,
+            gpu_models=spec.gpu_models, checkpoint_interval_s=spec.checkpoint_interval_s,
+            preemptible=spec.preemptible, submitted_at=spec.submit_s,
+            expected_runtime_s=max(1.0, spec.duration_s - job.done_s))
+        return job.template
+
+    def engine_jobs(self, job: SimJob) -> tuple[Job, ...]:
+        """Pending engine jobs: the gang, or (no gangs) one Job per pod not bound yet."""
+        if job.engine_jobs is None:
+            base = self.template(job)
+            if self.mode.gang:
+                self.pods[base.id] = (job, 0)
+                job.engine_jobs = (base,)
+            else:
+                job.engine_jobs = tuple(replace(base, id=self.pod_id(job, m))
+                                        for m in range(job.members) if m not in job.bound)
+        return job.engine_jobs
+
+    def pod_id(self, job: SimJob, member: int) -> str:
+        pod = job.spec.job_id if self.mode.gang else f"{job.spec.job_id}#{member}"
+        self.pods[pod] = (job, member)
+        return pod
+
+    def running_view(self, job: SimJob, now: float) -> list[Running]:
+        out = []
+        saved = job.last_checkpoint(now)[1] if job.run_since is not None else None
+        for m, placed in job.bound.items():
+            view = placed.running
+            if view is None or view.job.last_checkpoint_at != saved:
+                engine_job = replace(self.template(job), id=self.pod_id(job, m), last_checkpoint_at=saved)
+                view = Running(job=engine_job, node=placed.node, allocations=placed.allocations,
+                               started_at=placed.since, borrowed=placed.borrowed,
+                               member=m if self.mode.gang else 0)
+                placed.running = view
+            out.append(view)
+        return out
+
+    def admitted(self, jobs: list[SimJob]) -> list[Job]:
+        """Pending engine jobs. Without the engine's quotas a team is only capped at its burst
+        limit, as a Kubernetes ResourceQuota would (pods beyond it are not created)."""
+        out = []
+        headroom = dict(self.team_units)
+        for job in jobs:
+            if job.state != WAITING:
+                continue
+            pods = self.engine_jobs(job)
+            cap = self.caps.get(job.spec.team)
+            if not self.mode.quota and cap is not None:
+                units = sum(self.pod_units(p) for p in pods)
+                used = headroom.get(job.spec.team, 0.0)
+                if used + units > cap + 1e-9:
+                    continue
+                headroom[job.spec.team] = used + units
+            out.extend(pods)
+        return out
+
+    def pod_units(self, pod: Job) -> float:
+        if pod.gpus:
+            return float(pod.gpus * pod.gang_size)
+        if self.mode.timeslice:
+            return pod.gang_size / REPLICAS
+        if not self.mode.memory_aware:
+            return float(pod.gang_size)  # integer GPUs: a sub-GPU pod takes a whole one
+        return pod.gang_size * min(1.0, pod.gpu_memory_gb / self.min_gpu_memory)
+
+    def snapshot(self, now: float, pending: list[Job], running: list[Running], in_flight) -> Snapshot:
+        return Snapshot(now=now, nodes=self.nodes(), pending=tuple(pending), running=tuple(running),
+                        queues=self.queues, in_flight=tuple(in_flight),
+                        spine_oversubscription=self.spec.spine_oversubscription)
+

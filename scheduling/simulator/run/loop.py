@@ -1,0 +1,308 @@
+"""The event loop: simulated time, the real engine, the simulated backend.
+
+Cycles run at arrivals, departures and releases (whenever the state changed), and every
+PERIOD_S while something waits. Nothing sleeps: time jumps from event to event.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import random
+import time
+from dataclasses import dataclass
+
+from scheduling.engine import schedule
+
+from .backend import Backend
+from .cluster import comm_efficiency, need_units, node_infos
+from .jobs import BACKOFF, DONE, RUNNING, STOPPING, WAITING, SimJob, member_layout
+from .measure import Meter
+from .policies import SHARE_EFFICIENCY, mode_for
+from .spec import ClusterSpec, JobSpec
+
+
+@dataclass(frozen=True)
+class Knobs:
+    period_s: float = 30.0          # periodic cycle while something waits
+    recheck_s: float = 300.0        # ...but an unchanged state is re-planned only this often
+    grace_s: float = 30.0           # a preempted pod's termination grace period
+    stop_s: float = 5.0             # a pod that does not checkpoint exits this fast
+    mig_reconfig_s: float = 60.0    # mig-manager applying a new layout
+    restart_s: float = 60.0         # restore + restart of a job that ran before
+    oom_after_s: float = 30.0       # a pod that does not fit loads this long, then OOMs
+    backoff_s: float = 10.0         # crash-loop back-off, doubling...
+    backoff_max_s: float = 300.0    # ...up to this
+
+
+class Simulation:
+    def __init__(self, spec: ClusterSpec, jobs: list[JobSpec], policy: str, seed: int,
+                 knobs: Knobs = Knobs(), progress=None):
+        self.spec, self.policy, self.seed, self.knobs = spec, policy, seed, knobs
+        self.mode = mode_for(policy)
+        self.infos = node_infos(spec)
+        self.backend = Backend(spec, self.infos, self.mode)
+        self.horizon = max(j.submit_s for j in jobs)
+        self.meter = Meter(self.horizon)
+        self.events: list = []
+        self.seq = itertools.count()
+        self.jobs: dict[str, SimJob] = {}
+        self.holding: dict[str, SimJob] = {}    # jobs with bound pods
+        self.preempts: dict[str, object] = {}   # victim id -> Preempt, until released
+        self.repartitions: dict[tuple, object] = {}
+        self.node_since = dict.fromkeys(self.infos, 0.0)
+        self.dirty, self.tick_due, self.next_tick = True, False, -1.0
+        self.last_plan_empty, self.last_cycle = False, -1e18
+        self.cycles, self.engine_s = 0, 0.0
+        self.progress = progress
+        for job in jobs:
+            self.push(job.submit_s, self.on_submit, job)
+        self.draw_reclaims()
+
+    # --- events -----------------------------------------------------------------------------
+
+    def push(self, when: float, handler, *args) -> None:
+        heapq.heappush(self.events, (when, next(self.seq), handler, args))
+
+    def draw_reclaims(self) -> None:
+        """Spot reclaims: a Poisson process per spot node, seeded by the run seed and the node
+        name, so every policy of a run faces the same reclaims."""
+        rate = self.spec.reclaims_per_node_hour / 3600
+        for name in reclaim_nodes(self.infos):
+            for when in poisson_times(rate, self.horizon, f"{self.seed}/{name}"):
+                self.push(when, self.on_reclaim, name)
+
+    def run(self) -> dict:
+        while self.events and self.events[0][0] <= self.horizon:
+            now = self.events[0][0]
+            while self.events and self.events[0][0] == now:
+                _, _, handler, args = heapq.heappop(self.events)
+                handler(now, *args)
+            if self.dirty or (self.tick_due and self.worth_a_tick(now)):
+                self.cycle(now)
+            self.tick_due = False
+            if self.progress:
+                self.progress(now)
+        self.close(self.horizon)
+        result = self.meter.result()
+        result.update(cycles=self.cycles, engine_s=round(self.engine_s, 1))
+        return result
+
+    def worth_a_tick(self, now: float) -> bool:
+        # The engine is deterministic: an unchanged state that planned nothing plans nothing
+        # again, except for what depends on the clock (hysteresis, backfill); re-check that.
+        return not self.last_plan_empty or now - self.last_cycle >= self.knobs.recheck_s
+
+    def on_submit(self, now: float, spec: JobSpec) -> None:
+        members, per = member_layout(spec, self.backend.max_per_node)
+        self.jobs[spec.job_id] = SimJob(spec, members, per, queued_at=now)
+        self.dirty = True
+
+    def on_tick(self, now: float) -> None:
+        self.tick_due = now == self.next_tick
+
+    # --- a cycle ----------------------------------------------------------------------------
+
+    def cycle(self, now: float) -> None:
+        waiting = [j for j in self.jobs.values() if j.state == WAITING]
+        pending = self.backend.admitted(waiting)
+        running = [view for j in self.holding.values() for view in self.backend.running_view(j, now)]
+        in_flight = list(self.preempts.values()) + list(self.repartitions.values())
+        snapshot = self.backend.snapshot(now, pending, running, in_flight)
+        started = time.perf_counter()
+        plan = schedule(snapshot, self.policy, self.seed)
+        self.engine_s += time.perf_counter() - started
+        self.cycles += 1
+        self.apply(plan, now)
+        self.dirty = False
+        if plan.actions or not self.last_plan_empty:
+            self.last_cycle = now
+        self.last_plan_empty = not plan.actions
+        if waiting and self.next_tick <= now:
+            self.next_tick = now + self.knobs.period_s
+            self.push(self.next_tick, self.on_tick)
+
+    def apply(self, plan, now: float) -> None:
+        for rep in plan.repartitions:
+            key = (rep.node, rep.gpu_index)
+            self.repartitions[key] = rep
+            self.push(now + self.knobs.mig_reconfig_s, self.on_layout, key, rep)
+        for pre in plan.preemptions:
+            self.preempt(pre, now)
+        touched = {}
+        for bind in plan.binds:
+            job, member = self.backend.pods[bind.job_id]
+            member = bind.member if self.mode.gang else member
+            self.backend.bind(job, member, bind.node, bind.allocations, bind.borrowed, now)
+            self.holding[job.spec.job_id] = job
+            touched[job.spec.job_id] = job
+        for job in touched.values():
+            if job.doomed:
+                job.state = STOPPING
+                self.push(now + self.knobs.oom_after_s, self.on_oom, job, job.epoch)
+            elif job.complete:
+                self.start(job, now)
+
+    def preempt(self, pre, now: float) -> None:
+        job = self.backend.pods[pre.job_id][0]
+        if job.state != RUNNING:
+            return
+        job.state = STOPPING
+        saves = job.can_save_within(self.knobs.grace_s)
+        delay = max(1.0, job.spec.checkpoint_s) if saves else self.knobs.stop_s
+        self.preempts[pre.job_id] = pre
+        self.push(now + delay, self.on_released, job, job.epoch, saves)
+
+    def start(self, job: SimJob, now: float) -> None:
+        placement, need, share = {}, 0.0, None
+        for placed in job.bound.values():
+            group = self.infos[placed.node].group
+            indices = placement.setdefault(placed.node, [group, []])[1]
+            indices.extend(a.gpu_index for a in placed.allocations)
+            need += job.per_member_gpus if job.spec.gpus else need_units(job.spec, group)
+            alloc = placed.allocations[0]
+            if not job.spec.gpus and alloc.milli < 1000:
+                share = "mig" if alloc.mig_profile else "timeslice" if self.mode.timeslice else "share"
+        groups = [(g, tuple(idx)) for g, idx in placement.values()]
+        eff = comm_efficiency(job.spec, groups, self.spec.spine_oversubscription)
+        eff *= SHARE_EFFICIENCY[share] if share else 1.0
+        job.state, job.rate, job.useful = RUNNING, (eff if job.stateful else 1.0), need * eff
+        stall = self.knobs.restart_s if job.ran_before and job.stateful else 0.0
+        job.run_since = now + stall
+        self.meter.waits[job.spec.priority].append(now - job.queued_at)
+        job.first_start = job.first_start if job.first_start is not None else now
+        self.push(job.run_since + job.remaining_wall(), self.on_finish, job, job.epoch)
+
+    # --- stopping ---------------------------------------------------------------------------
+
+    def on_finish(self, now: float, job: SimJob, epoch: int) -> None:
+        if epoch != job.epoch or job.state not in (RUNNING, STOPPING):
+            return
+        self.stop(job, now, saves=True)
+        job.state = DONE
+        self.meter.counts["completed"] += 1
+        self.meter.jct[job.spec.kind].append(now - job.spec.submit_s)
+
+    def on_released(self, now: float, job: SimJob, epoch: int, saves: bool) -> None:
+        if epoch != job.epoch:
+            return
+        self.meter.counts["preemptions"] += 1
+        self.stop(job, now, saves)
+
+    def on_oom(self, now: float, job: SimJob, epoch: int) -> None:
+        if epoch != job.epoch:
+            return
+        self.meter.counts["oom_failures"] += 1
+        self.meter.counts["lost_gpu_s"] += sum((now - m.since) * m.units for m in job.bound.values())
+        self.stop(job, now, saves=True)
+        job.state = BACKOFF
+        delay = min(self.knobs.backoff_max_s, self.knobs.backoff_s * 2 ** job.failures)
+        job.failures += 1
+        self.push(now + delay, self.on_retry, job, job.epoch)
+
+    def on_retry(self, now: float, job: SimJob, epoch: int) -> None:
+        if epoch == job.epoch and job.state == BACKOFF:
+            job.state, job.queued_at = WAITING, now
+            self.dirty = True
+
+    def stop(self, job: SimJob, now: float, saves: bool) -> None:
+        """Release every pod of a job; a job that was running keeps its progress if it saves,
+        else rolls back to its last checkpoint. It waits again unless it is done."""
+        was_running = job.run_since is not None
+        if was_running:
+            self.meter.useful(job.run_since, now, job.useful)
+            units = sum(m.units for m in job.bound.values())
+            lost = job.stop_progress(now, saves)
+            self.meter.counts["lost_gpu_s"] += lost / job.rate * units
+            job.ran_before = True
+        for member in list(job.bound):
+            placed = self.backend.release(job, member)
+            info = self.infos[placed.node]
+            self.meter.hold(placed.since, now, placed.units, placed.waste_gb, info.group.tier,
+                            info.price, info.on_demand_price)
+        self.holding.pop(job.spec.job_id, None)
+        self.preempts.pop(job.spec.job_id, None)
+        job.epoch += 1
+        job.doomed, job.template, job.engine_jobs = False, None, None
+        job.state, job.queued_at = WAITING, now
+        self.dirty = True
+
+    # --- nodes ------------------------------------------------------------------------------
+
+    def on_layout(self, now: float, key: tuple, rep) -> None:
+        if self.repartitions.get(key) is rep:
+            del self.repartitions[key]
+            if key[0] in self.backend.present:
+                self.backend.set_layout(key[0], key[1], rep.mig_enabled, rep.layout, now)
+            self.dirty = True
+
+    def on_reclaim(self, now: float, name: str) -> None:
+        if self.backend.present.get(name) != "ready":
+            return  # already going or gone
+        self.backend.set_state(name, "draining")
+        self.push(now + self.spec.notice_s, self.on_node_gone, name)
+        self.dirty = True
+
+    def on_node_gone(self, now: float, name: str) -> None:
+        for job in list(self.holding.values()):
+            if any(m.node == name for m in job.bound.values()):
+                self.meter.counts["spot_interruptions"] += 1
+                self.stop(job, now, job.can_save_within(self.spec.notice_s))
+        self.close_node(name, now)
+        self.backend.remove_node(name)
+        for key in [k for k in self.repartitions if k[0] == name]:
+            del self.repartitions[key]
+        self.push(now + self.spec.replace_s, self.on_node_back, name)
+
+    def on_node_back(self, now: float, name: str) -> None:
+        self.backend.add_node(name, now)
+        self.node_since[name] = now
+        self.dirty = True
+
+    def close_node(self, name: str, now: float) -> None:
+        info = self.infos[name]
+        group = info.group
+        self.meter.capacity(self.node_since.pop(name), now, group.gpus_per_node,
+                            group.gpus_per_node * group.gpu_memory_gb, info.price)
+
+    def close(self, now: float) -> None:
+        """End of the horizon: count what is still held, running and waiting."""
+        for job in list(self.holding.values()):
+            if job.run_since is not None:
+                self.meter.useful(job.run_since, now, job.useful)
+            for placed in job.bound.values():
+                info = self.infos[placed.node]
+                self.meter.hold(placed.since, now, placed.units, placed.waste_gb, info.group.tier,
+                                info.price, info.on_demand_price)
+        for name in list(self.node_since):
+            self.close_node(name, now)
+        for job in self.jobs.values():
+            if job.state in (WAITING, BACKOFF):
+                self.meter.waits[job.spec.priority].append(now - job.queued_at)  # censored
+            if job.spec.kind == "training":
+                weight = job.spec.gpus or job.spec.gpu_mem_gb / self.backend.min_gpu_memory
+                self.meter.counts["training_ideal_gpu_s"] += job.progress_at(now) * weight
+
+
+def reclaim_nodes(infos) -> list[str]:
+    return sorted(name for name, info in infos.items() if info.group.tier == "spot")
+
+
+def poisson_times(rate_per_s: float, horizon: float, seed: str) -> list[float]:
+    """Arrival times of a Poisson process of this rate over [0, horizon], seeded."""
+    if rate_per_s <= 0:
+        return []
+    rng = random.Random(seed)
+    times, now = [], 0.0
+    while True:
+        now += rng.expovariate(rate_per_s)
+        if now > horizon:
+            return times
+        times.append(now)
+
+
+def run_policy(spec: ClusterSpec, jobs: list[JobSpec], policy: str, seed: int,
+               knobs: Knobs = Knobs(), progress=None) -> tuple[dict, dict]:
+    sim = Simulation(spec, jobs, policy, seed, knobs, progress)
+    result = sim.run()
+    return result, sim.meter.series_result()

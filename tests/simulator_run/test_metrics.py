@@ -1,0 +1,113 @@
+"""Metric definitions on tiny scenarios worked out by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduling.simulator.run.cluster import comm_efficiency
+from scheduling.simulator.run.loop import Simulation, run_policy
+from scheduling.simulator.run.measure import percentile
+
+from .helpers import cluster_doc, group, job, load
+
+HOUR = 3600.0
+
+
+def _run(tmp_path, rows, policy="tessera", doc=None):
+    spec, jobs = load(tmp_path, doc or cluster_doc(), rows)
+    return run_policy(spec, jobs, policy, seed=1)[0]
+
+
+def test_whole_gpu_job_allocation_cost_and_goodput(tmp_path):
+    # One 2-GPU job runs [0, 1800] on an 8-GPU reserved node; the horizon is the last submit, 3600.
+    r = _run(tmp_path, [job("a", duration=1800, gpus=2, mem=80), job("end", submit=HOUR, gpus=1)])
+    assert r["gpu_allocation"] == pytest.approx(2 * 1800 / (8 * HOUR), abs=1e-4)
+    assert r["gpu_utilization"] == pytest.approx(r["gpu_allocation"], abs=1e-4)
+    assert r["memory_waste"] == pytest.approx(0.0, abs=1e-4)  # needs all 80 GB of both GPUs
+    assert r["completed"] == 1 and r["jct_p50_s"]["training"] == 1800
+    assert r["cost_total"] == pytest.approx(2 * 0.5 * 2.5, abs=0.01)
+    assert r["on_demand_only_cost"] == pytest.approx(2 * 0.5 * 6.9, abs=0.01)
+    assert r["cost_by_tier"]["reserved"] == pytest.approx(r["cost_total"])
+    assert r["training_goodput"] == pytest.approx(2 * 0.5 / 1.0, abs=1e-3)  # GPU-h per hour
+
+
+def test_sub_gpu_job_on_integer_gpus_counts_its_need_not_its_gpu(tmp_path):
+    # A 9 GB inference replica: k8s-default gives it a whole GPU; its need is 1g.10gb = 1/7.
+    rows = [job("svc", duration=2 * HOUR, gpus=0, mem=9, kind="inference", priority="production"),
+            job("end", submit=HOUR, gpus=1, duration=60)]
+    r = _run(tmp_path, rows, "k8s-default")
+    svc_alloc, end_alloc = 1.0, 0.0  # "end" arrives at the horizon: it holds nothing before it
+    assert r["gpu_allocation"] == pytest.approx((svc_alloc + end_alloc) / 8, abs=1e-4)
+    assert r["gpu_utilization"] == pytest.approx((1 / 7) / 8, abs=1e-4)
+    assert r["memory_waste"] == pytest.approx((80 - 9) / 640, abs=1e-4)
+    # Tessera carves the 1g.10gb instance on a MIG GPU: allocation = need = 1/7 of one GPU.
+    doc = cluster_doc(groups=[group(mig_enabled_gpus=1)])
+    t = _run(tmp_path, rows, "tessera", doc)
+    assert t["gpu_allocation"] == pytest.approx((1 / 7) / 8, abs=1e-4)
+    assert t["gpu_utilization"] == pytest.approx((1 / 7) / 8, abs=1e-4)
+
+
+def test_comm_efficiency_stretches_the_comm_share_by_the_bandwidth_ratio(tmp_path):
+    spec, jobs = load(tmp_path, cluster_doc(groups=[group("a-", leaf="leaf-1"), group("b-", leaf="leaf-2")],
+                                            spine_oversubscription=2.0),
+                      [job("g", gpus=16, comm_fraction=0.2)])
+    a, b = spec.groups
+    one_node = comm_efficiency(jobs[0], [(a, tuple(range(8)))], 2.0)
+    assert one_node == 1.0
+    # Across leaves: min(NVSwitch 370, 8 NICs x 48 = 384) / 2 (spine) = 185 GB/s.
+    across = comm_efficiency(jobs[0], [(a, tuple(range(8))), (b, tuple(range(8)))], 2.0)
+    assert across == pytest.approx(1 / (0.8 + 0.2 * 370 / 185))
+    same_leaf = comm_efficiency(jobs[0], [(a, tuple(range(8))), (a, tuple(range(8)))], 2.0)
+    assert same_leaf == 1.0  # 384 GB/s of NICs is no slower than 370 of NVSwitch
+
+
+def test_slow_gang_counts_less_and_runs_longer(tmp_path):
+    doc = cluster_doc(groups=[group("a-", leaf="leaf-1"), group("b-", leaf="leaf-2")], spine_oversubscription=2.0)
+    r = _run(tmp_path, [job("g", gpus=16, duration=1000, comm_fraction=0.2), job("end", submit=5000)], doc=doc)
+    eff = 1 / (0.8 + 0.2 * 370 / 185)
+    assert r["jct_p50_s"]["training"] == pytest.approx(1000 / eff, abs=0.2)
+    assert r["gpu_utilization"] == pytest.approx(r["gpu_allocation"] * eff, abs=1e-3)
+
+
+def test_spot_reclaim_without_a_fast_checkpoint_loses_work_since_the_last_one(tmp_path):
+    doc = cluster_doc(groups=[group(tier="spot")])
+    rows = [job("t", duration=10_000, gpus=8, mem=80, checkpoint_interval_s=1000, checkpoint_s=300),
+            job("end", submit=20_000, gpus=1)]
+    spec, jobs = load(tmp_path, doc, rows)
+    sim = Simulation(spec, jobs, "tessera", seed=1)
+    sim.push(2500.0, sim.on_reclaim, "n-01")  # notice 120 s < checkpoint 300 s: cannot save
+    r = sim.run()
+    assert r["spot_interruptions"] == 1
+    # Gone at 2620; last checkpoint at 2000: 620 s x 8 GPUs lost.
+    assert r["lost_gpu_hours"] == pytest.approx(620 * 8 / 3600, abs=0.01)
+    # Requeued; the node is back after replace_s (1800 s), restore 60 s, 8000 s of work left.
+    assert r["jct_p50_s"]["training"] == pytest.approx(2620 + 1800 + 60 + 8000, abs=1)
+
+
+def test_spot_reclaim_with_a_fast_checkpoint_loses_nothing(tmp_path):
+    doc = cluster_doc(groups=[group(tier="spot")])
+    rows = [job("t", duration=10_000, gpus=8, mem=80, checkpoint_interval_s=1000, checkpoint_s=30),
+            job("end", submit=20_000, gpus=1)]
+    spec, jobs = load(tmp_path, doc, rows)
+    sim = Simulation(spec, jobs, "tessera", seed=1)
+    sim.push(2500.0, sim.on_reclaim, "n-01")
+    r = sim.run()
+    assert r["lost_gpu_hours"] == 0 and r["spot_interruptions"] == 1
+    # 2620 s of work kept; restarted at 2620 + 1800 (replacement) + 60 s restore.
+    assert r["completed"] == 2 - 1  # "end" is submitted at the horizon and cannot finish
+    assert r["jct_p50_s"]["training"] == pytest.approx(2620 + 1800 + 60 + (10_000 - 2620), abs=1)
+
+
+def test_timeslice_ignores_memory_and_fails_with_oom(tmp_path):
+    doc = cluster_doc(groups=[group(gpus=1)])
+    rows = [job(f"s{i}", gpus=0, mem=50, duration=3000, kind="inference", priority="production",
+                submit=i) for i in range(2)] + [job("end", submit=2000, gpus=0, mem=1, kind="batch")]
+    sliced = _run(tmp_path, rows, "timeslice", doc)
+    assert sliced["oom_failures"] >= 1 and sliced["lost_gpu_hours"] > 0
+    aware = _run(tmp_path, rows, "binpack", doc)
+    assert aware["oom_failures"] == 0
+
+
+def test_waits_by_priority_and_percentiles():
+    assert percentile([1, 2, 3, 4], 50) == 2 and percentile([1, 2, 3, 4], 95) == 4
+    assert percentile(list(range(1, 101)), 99) == 99 and percentile([], 50) is None
