@@ -1,0 +1,59 @@
+"""The cluster heat map's rows: one per node, one cell per GPU, MIG instances in their slots.
+
+What a cell says depends on who looks: everyone sees capacity and utilisation, staff and finance
+see which team holds a GPU, and only those who may see a team's jobs see the job's name.
+"""
+
+from portal import access
+
+MEMORY_SLOTS = 8
+
+
+def _colour(utilisation: float) -> str:
+    """Idle is pale, busy is deep orange; a plain hue ramp readable without a legend."""
+    light = 92 - round(52 * max(0.0, min(1.0, utilisation)))
+    return f"hsl(24, 85%, {light}%)"
+
+
+def _holder(user, placement) -> str:
+    team = placement.job.team
+    if access.can_see_jobs(user, team.pk):
+        return f"{team.name}: #{placement.job_id} {placement.job.name}"
+    if access.sees_all_usage(user):
+        return team.name
+    return "in use"
+
+
+def _mig_segments(user, gpu) -> list[dict]:
+    held = {p.mig_instance_id: p for p in gpu.open_placements if p.mig_instance_id}
+    segments = []
+    for instance in gpu.mig_instances.all():
+        placement = held.get(instance.pk)
+        segments.append({
+            "profile": instance.profile, "short": instance.profile.split(".")[0],
+            "start": instance.start_slot + 1, "size": instance.size_slots,
+            "busy": placement is not None,
+            "label": f"{instance.profile} @ slot {instance.start_slot}: "
+                     + (_holder(user, placement) if placement else "free")})
+    return segments
+
+
+def _cell(user, gpu) -> dict:
+    placements = gpu.open_placements
+    whole = [p for p in placements if not p.mig_instance_id]
+    holders = ", ".join(_holder(user, p) for p in whole)
+    label = f"gpu{gpu.index} · {gpu.model} · {gpu.utilization:.0%} used · {gpu.memory_used_gb:g}/{gpu.memory_gb:g} GiB"
+    return {
+        "index": gpu.index, "model": gpu.model, "utilisation": round(100 * gpu.utilization),
+        "colour": _colour(gpu.utilization), "busy": bool(placements), "mig": gpu.mig_enabled,
+        "segments": _mig_segments(user, gpu) if gpu.mig_enabled else [],
+        "label": label + (f" · {holders}" if holders else " · free" if not gpu.mig_enabled else ""),
+    }
+
+
+def heat_rows(user, nodes) -> list[dict]:
+    return [{
+        "name": node.name, "tier": node.tier.name, "leaf": node.leaf_switch.name, "state": node.state,
+        "interconnect": node.get_interconnect_display(), "gpu_model": node.gpu_model,
+        "cells": [_cell(user, gpu) for gpu in node.gpus.all()],
+    } for node in nodes]

@@ -1,0 +1,50 @@
+"""The navigation bar's data: the user's teams, the current one, and which links they get."""
+
+from django import template
+
+from portal import access
+from portal.models import Team
+
+register = template.Library()
+
+
+@register.simple_tag(takes_context=True)
+def tessera_nav(context) -> dict:
+    request = context.get("request")
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return {}
+    roles = access.team_roles(user)
+    teams = list(Team.objects.filter(pk__in=list(roles)).order_by("name").values_list("pk", "name"))
+    match = getattr(request, "resolver_match", None)
+    wanted = match.kwargs.get("team") if match else None
+    current = next(((pk, name) for pk, name in teams if name == wanted), teams[0] if teams else None)
+    return {
+        "teams": [name for _, name in teams],
+        "current": current[1] if current else None,
+        "lead": bool(current) and access.can_manage(user, current[0]),
+        "submits": user.is_staff or any(role in access.SUBMITS for role in roles.values()),
+        "finance": user.is_staff or access.is_finance(user),
+    }
+
+
+@register.filter
+def placement_summary(job) -> str:
+    """'h100-01 gpu0–7 · NVSwitch · leaf-1' from the job's prefetched open placements."""
+    by_node: dict = {}
+    for placement in job.placements.all():
+        by_node.setdefault(placement.gpu.node, []).append(placement)
+    parts = []
+    for node, held in by_node.items():
+        slots = ", ".join(f"gpu{p.gpu.index} {p.mig_instance.profile}" if p.mig_instance_id else f"gpu{p.gpu.index}"
+                          for p in sorted(held, key=lambda p: p.gpu.index))
+        parts.append(f"{node.name} {slots} · {node.get_interconnect_display()} · {node.leaf_switch.name}")
+    return "; ".join(parts) or "—"
+
+
+@register.filter
+def ask(job) -> str:
+    """What a job asks for, the way a lead says it: '8 × GPU' or '12 GiB slice'."""
+    if job.gpus:
+        return f"{job.gpus} × GPU" + (" (gang)" if job.gang and job.gpus > 1 else "")
+    return f"{job.gpu_memory_gb:g} GiB slice"

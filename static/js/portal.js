@@ -1,0 +1,119 @@
+/* Tessera portal: plotly charts, live queue refresh, the sizing helper and queue drag-and-drop.
+   Plain fetch, no framework; every write sends Django's CSRF token. */
+"use strict";
+window.Tessera = (function () {
+  const layout = (title, extra) => Object.assign({
+    title: { text: title, font: { size: 14 } }, margin: { l: 45, r: 15, t: 35, b: 35 }, height: 220,
+    paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)", showlegend: false,
+  }, extra || {});
+  const config = { displayModeBar: false, responsive: true };
+
+  function csrf() {
+    const m = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
+    return m ? decodeURIComponent(m[1]) : "";
+  }
+
+  function gauge(usage) {
+    const max = Math.max(usage.burst_limit, usage.in_use, 1);
+    Plotly.newPlot("gauge", [{
+      type: "indicator", mode: "gauge+number", value: usage.in_use,
+      number: { suffix: " GPUs", valueformat: ".2f" },
+      gauge: {
+        axis: { range: [0, max] }, bar: { color: "#2f6fde" },
+        steps: [{ range: [0, usage.guaranteed], color: "#e3ecfb" },
+                { range: [usage.guaranteed, max], color: "#fdf0e4" }],
+        threshold: { line: { color: "#1d2330", width: 3 }, value: usage.guaranteed },
+      },
+    }], layout("In use vs guaranteed (line) and burst", { height: 200, margin: { l: 25, r: 25, t: 40, b: 5 } }), config);
+  }
+
+  function charts(data) {
+    gauge(data.usage);
+    const a = data.allocation;
+    Plotly.newPlot("allocation", [
+      { x: a.x, y: a.y, type: "scatter", mode: "lines", line: { shape: "hv", color: "#2f6fde" }, fill: "tozeroy", name: "allocated" },
+      { x: [a.x[0], a.x[a.x.length - 1]], y: [data.usage.guaranteed, data.usage.guaranteed], mode: "lines",
+        line: { dash: "dot", color: "#1d2330" }, name: "guaranteed" },
+    ], layout("GPU units allocated (dotted: guaranteed)", { yaxis: { rangemode: "tozero" } }), config);
+    const u = data.utilisation;
+    Plotly.newPlot("utilisation", [{ x: u.x, y: u.y, type: "bar", marker: { color: "#e07b39" }, name: "utilisation" }],
+      layout(u.x.length ? "Measured GPU utilisation of the team's GPUs (%)" : "Measured GPU utilisation: no samples yet",
+             { yaxis: { range: [0, 100] } }), config);
+  }
+
+  function cell(text, cls) {
+    const td = document.createElement("td");
+    td.textContent = text;
+    if (cls) td.className = cls;
+    return td;
+  }
+
+  function queueRow(job) {
+    const tr = document.createElement("tr");
+    tr.dataset.job = job.id;
+    tr.append(cell(job.position_team ?? "—", "num"), cell(job.position_overall ?? "—", "num"));
+    const link = document.createElement("td");
+    const a = document.createElement("a");
+    a.href = "/jobs/" + job.id + "/";
+    a.textContent = "#" + job.id + " " + job.name;
+    link.append(a);
+    const ask = job.gpus ? job.gpus + " × GPU" : job.gpu_memory_gb + " GiB slice";
+    const eta = job.estimated_start ? new Date(job.estimated_start).toLocaleString() : "—";
+    tr.append(link, cell(job.priority_class), cell(ask), cell(eta),
+              cell((job.reason_code ? "[" + job.reason_code + "] " : "") + (job.reason || "—"), "reason"));
+    return tr;
+  }
+
+  async function refreshQueue(url) {
+    const response = await fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" });
+    if (!response.ok) return;
+    const page = await response.json();
+    const body = document.getElementById("queue-body");
+    body.replaceChildren(...page.results.map(queueRow));
+    document.getElementById("queue-count").textContent = page.count + " waiting";
+  }
+
+  function dashboard(data, queueUrl) {
+    charts(data);
+    if (queueUrl) setInterval(() => refreshQueue(queueUrl).catch(() => {}), 10000);
+  }
+
+  async function sizing(form, output, target, url) {
+    const response = await fetch(url + "?" + new URLSearchParams(new FormData(form)), { credentials: "same-origin" });
+    const body = await response.json();
+    output.replaceChildren();
+    if (!response.ok) {
+      output.textContent = Object.entries(body).map(([k, v]) => k + ": " + v).join("; ");
+      return;
+    }
+    const head = document.createElement("p");
+    head.textContent = "Memory need: " + body.need_gb + " GiB. It will get:";
+    const list = document.createElement("ul");
+    body.fits.forEach((fit) => { const li = document.createElement("li"); li.textContent = fit.text; list.append(li); });
+    output.append(head, list);
+    if (target) target.value = body.need_gb;
+  }
+
+  function priorities(table, url) {
+    let dragged = null;
+    table.querySelectorAll("tbody tr[draggable]").forEach((row) => {
+      row.addEventListener("dragstart", () => { dragged = row; row.classList.add("dragging"); });
+      row.addEventListener("dragend", () => row.classList.remove("dragging"));
+      row.addEventListener("dragover", (e) => { e.preventDefault(); });
+      row.addEventListener("drop", async (e) => {
+        e.preventDefault();
+        if (!dragged || dragged === row) return;
+        row.parentNode.insertBefore(dragged, row);
+        const ids = [...table.querySelectorAll("tbody tr[data-job]")].map((r) => Number(r.dataset.job));
+        const response = await fetch(url, {
+          method: "POST", credentials: "same-origin",
+          headers: { "Content-Type": "application/json", "X-CSRFToken": csrf() },
+          body: JSON.stringify({ job_ids: ids }),
+        });
+        if (response.ok) location.reload();
+      });
+    });
+  }
+
+  return { dashboard, sizing, priorities };
+})();
