@@ -183,7 +183,8 @@ def _job_finish(*, job: Job, outcome: str, at: datetime, observations: dict, bac
 
 
 def _stop_orphans(backend: Backend, observations, current: dict[str, set[str]]) -> int:
-    """A live pod that belongs to no current run (its job was released meanwhile) is stopped."""
+    """A live pod that belongs to no current run (its job was released or cancelled meanwhile) is
+    stopped."""
     stopped = 0
     for obs in observations:
         if obs.status not in (JobStatus.RUNNING, JobStatus.PENDING) or obs.terminating:
@@ -191,7 +192,7 @@ def _stop_orphans(backend: Backend, observations, current: dict[str, set[str]]) 
         if obs.pod_name in current.get(obs.job_id, set()):
             continue
         job = Job.objects.select_related("team").filter(pk=obs.job_id).first()
-        if job is not None and obs.pod_name in job_pods(job):
+        if job is not None and job.status in HOLDING and obs.pod_name in job_pods(job):
             continue  # bound since the list above was read
         pod_stop(backend, obs.job_id, obs.namespace, obs.pod_name, "orphan")
         stopped += 1

@@ -211,7 +211,8 @@ class Job(models.Model):
         ordering = ["-submitted_at"]
         indexes = [
             models.Index(fields=["status", "team"]),
-            models.Index(fields=["team", "queue_order"]),
+            models.Index(fields=["team", "status", "queue_order"]),  # the team queue
+            models.Index(fields=["team", "submitted_at"]),  # job lists, newest first
         ]
         constraints = [
             models.CheckConstraint(condition=Q(status__in=JOB_STATUSES), name="job_status_valid"),

@@ -148,3 +148,26 @@ def test_a_spot_reclaim_notice_checkpoints_when_it_can(cluster, workers, notice_
     assert (job.progress_s > 6.0) if checkpointed else job.progress_s == 5.0  # kept, or lost since the last one
     assert workers.run(tasks.poll_agents)["reclaim_actions"] == []
     assert_invariants(cluster, [job])
+
+
+def test_a_cancelled_job_has_its_pods_stopped_by_the_next_reconcile(cluster, workers):
+    from django.contrib.auth.models import User
+
+    from portal.models import Membership
+    from portal.services import job_cancel
+
+    workers.start()
+    job = job_add("cancel-me", runtime_s=600)
+    place(workers, job)
+    assert [o.job_id for o in cluster.poll_observations() if o.status.value == "Running"] == [str(job.pk)]
+    lead = User.objects.create_user("lead", password="x")
+    Membership.objects.create(user=lead, team=job.team, role="lead")
+    job_cancel(user=lead, job=job)
+    assert workers.run(tasks.reconcile)["orphans_stopped"] == 1
+    assert not [o for o in cluster.poll_observations() if o.status.value in ("Running", "Pending")
+                and not o.terminating]
+    job.refresh_from_db()
+    assert job.status == "cancelled"
+    assert UsageInterval.objects.filter(job=job).count() == 2
+    assert not UsageInterval.objects.filter(job=job, ended_at__isnull=True).exists()
+    assert_invariants(cluster, [job])
