@@ -11,9 +11,14 @@ nodes that model-constrained tasks need. Tasks with a gpu_spec skip the term; th
 nodes to choose from. Among equal scores, a node already holding only this task's class
 (sharing, k-GPU) wins, then one holding it among others, before the seeded node order decides.
 
-Measured, openb default trace, seeds 42-46, unallocated GPUs at 100% arrived (FGD 4.84%):
-this policy 4.15%; without the CPU term 4.67%. Dropped variants: see the module's tests and the
-issue note (complementary-share GPU choice 4.87%, model-reservation penalties worse on gpuspec).
+Measured, openb default trace, unallocated GPUs at 100% arrived: seeds 42-51, 4.17% (FGD
+4.81%); seeds 42-46, 4.15% (FGD 4.84%, this policy without the CPU term 4.67%). It beats FGD on
+11 of the 12 traces with paper results; on gpuspec25 it loses (6.26% vs 5.89%). Variants tried
+and dropped (seeds 42-46, default): complementary-share GPU choice (leftover a common share
+size) 4.87%; rewarding decreases of stranding too 4.17% but gpuspec25 7.37%; a per-model
+reservation penalty from gpu_spec demand 7.7% on gpuspec25. The CPU term has a floor under it:
+the 1,078 810m tasks leave 190m each that only the 14,970m of shares <= 190m can use, so
+once they are all placed at least 3.06% of the GPUs stay unallocated, whatever the order.
 """
 
 from __future__ import annotations

@@ -1,0 +1,63 @@
+"""Tessera's CPU-aware term: what it counts as stranded, and when it applies."""
+
+import random
+
+from scheduling.engine.fgd import get_policy
+from scheduling.engine.fgd.frag import FragModel, TypicalShape
+from scheduling.engine.fgd.model import NodeState, Task
+from scheduling.engine.fgd.tessera import TesseraPolicy, cpu_per_gpu, stranded
+from scheduling.simulator.fill import run_fill
+from scheduling.simulator.traces import NodeSpec
+
+FM = FragModel([TypicalShape(4000, 1000, 1, None, 1.0)])
+CPU_ONLY = Task(8000, 1, 0, 0)
+
+
+def test_cpu_per_gpu_ignores_cpu_only_tasks():
+    tasks = [Task(10_000, 1, 1, 1000), Task(6000, 1, 2, 500), CPU_ONLY]
+    assert cpu_per_gpu(tasks) == 16_000 * 1000 / 2000
+    assert cpu_per_gpu([CPU_ONLY]) is None
+
+
+def test_stranded_counts_gpus_the_cpu_cannot_feed():
+    node = NodeState("G2", 12_000, 1, (1000, 1000, 1000))
+    assert stranded(node, 4000) == 0.0  # 12 cores feed three 4-core GPUs
+    assert stranded(node._replace(cpu_left=4000), 4000) == 2000.0
+
+
+def test_cpu_only_tasks_go_where_they_strand_no_gpu():
+    tessera = TesseraPolicy(cpg=4000)
+    lean = NodeState("G2", 12_000, 1, (1000, 1000, 1000))  # every core is needed
+    rich = NodeState("T4", 104_000, 1, (1000, 1000))
+    # FGD scores both 50: the 4-core shape still fits. Only `lean` is left short of CPU.
+    assert tessera.score(rich, CPU_ONLY, FM) > tessera.score(lean, CPU_ONLY, FM)
+
+
+def test_relieving_a_cpu_poor_node_earns_nothing():
+    """Only new stranding counts, so unconstrained tasks are not pulled onto CPU-poor nodes."""
+    tessera, fgd = TesseraPolicy(cpg=16_000), get_policy("fgd")
+    poor = NodeState("P100", 8000, 1, (1000, 1000))
+    task = Task(2000, 1, 1, 1000)
+    assert tessera.score(poor, task, FM)[0] == fgd.score(poor, task, FM)
+
+
+def test_constrained_tasks_skip_the_cpu_term():
+    tessera = TesseraPolicy(cpg=4000)
+    lean = NodeState("G2", 12_000, 1, (1000, 1000, 1000))
+    task = Task(8000, 1, 1, 1000, frozenset({"G2"}))
+    assert tessera.score(lean, task, FM)[0] == get_policy("fgd").score(lean, task, FM)
+
+
+def test_unbound_tessera_is_fgd_plus_affinity():
+    node = NodeState("G2", 12_000, 1, (1000, 600))
+    task = Task(8000, 1, 1, 400)
+    assert get_policy("tessera").score(node, task, FM)[0] == get_policy("fgd").score(node, task, FM)
+
+
+def test_bound_tessera_fills_without_overcommitting():
+    nodes = [NodeSpec("g", 24_000, 1 << 20, 2, "G2"), NodeSpec("t", 104_000, 1 << 20, 2, "T4")]
+    seq = [Task(20_000, 1, 0, 0), Task(10_000, 1, 1, 1000), Task(10_000, 1, 1, 1000),
+           Task(4000, 1, 1, 500), Task(4000, 1, 1, 500)]
+    policy = get_policy("tessera").for_workload(seq)
+    result = run_fill(nodes, seq, policy, FragModel.from_tasks(seq), random.Random(1))
+    assert result.failed == 0 and result.used[-1] == 3000
