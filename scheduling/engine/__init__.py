@@ -6,8 +6,9 @@ Data flow of one cycle (one way, no queries mid-cycle, no agent calls):
               in-flight actions, now)
       -> Session       mutable per-cycle copy with free-capacity indexes (session.py)
       -> actions       in policy order, least disruptive first (actions/):
-                       allocate (guaranteed, then burst) -> backfill -> reclaim -> preempt
-                       -> repartition; each tentative change goes through a Statement that a
+                       allocate (guaranteed, then burst; a blocked job reserves the GPUs
+                       that free earliest) -> backfill (short jobs on reserved GPUs) ->
+                       reclaim -> preempt -> repartition; each tentative change goes through a Statement that a
                        gang commits whole or discards
       -> explain       reason, sentence, ETA and queue positions for every job left waiting
       -> Plan          Bind / Preempt / Repartition actions + pending info + timings
@@ -61,6 +62,7 @@ def schedule(snapshot: Snapshot, config: str | Policy = "tessera", seed: int = 0
         action(session)
         timings[name] = time.perf_counter() - began
     began = time.perf_counter()
+    session.book.level(float("-inf"))  # explain sees reserved GPUs as held
     pending = explain(session)
     timings["explain"] = time.perf_counter() - began
     timings["total"] = time.perf_counter() - started

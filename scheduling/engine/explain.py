@@ -152,20 +152,51 @@ def _slice_reason(session, job: Job, models) -> tuple[str, str]:
     return ("no-slice", f"{what}; no such slice or share is free")
 
 
+def _in(session, at: float) -> str:
+    minutes = max(0, round((at - session.now) / 60))
+    return "now" if minutes == 0 else f"in ~{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 \
+        else f"in ~{minutes} min"
+
+
+def _reservation_text(session, job: Job, held) -> str:
+    nodes = held.nodes
+    where = ", ".join(nodes[:4]) + (f" and {len(nodes) - 4} more" if len(nodes) > 4 else "")
+    return (f"holds a reservation on {where} ({len(held.gpus)} GPUs) from {_in(session, held.at)}, "
+            "when their running jobs are expected to end; meanwhile only jobs that finish "
+            "before then may use them")
+
+
+def _held_note(session, job: Job, models) -> str:
+    """Free GPUs the job could use that reservations of its class or above hold, if any."""
+    holders = {}
+    for res in session.book.items:
+        if res.priority >= job.priority and res.holder != job.id:
+            free = sum(1 for g in res.gpus if g.node.model in models and g.whole_job is None
+                       and not g.shares)
+            if free:
+                holders[res.holder] = (free, res.at)
+    if not holders:
+        return ""
+    parts = [f"{n} held for {h} from {_in(session, at)}" for h, (n, at) in sorted(holders.items())]
+    return f"; free GPUs reserved for other jobs: {'; '.join(parts[:3])} (it would still be running)"
+
+
 def diagnose(session, job: Job) -> tuple[str, str]:
     if job.id in session.reasons:
         return session.reasons[job.id]
     if job.id in session.nominated:
         return ("waiting-for-preemption", "jobs were asked to stop to make room; it starts "
                 "once their GPUs are released")
-    if job.id in session.blocked_behind:
-        return ("team-order", f"waits behind {session.blocked_behind[job.id]} in team "
-                f"{job.team}'s order")
+    held = session.book.by_holder.get(job.id)
+    if held is not None:
+        return ("reserved", _reservation_text(session, job, held))
     models = allowed_models(session, job)
     if not models:
         return _no_model(session, job)
     code, text = (_whole_reason if as_whole(session, job) else _slice_reason)(session, job,
                                                                               models)
+    if session.book and as_whole(session, job):
+        text += _held_note(session, job, models)
     if session.features.quota:
         q = session.queue(job.team)
         used = session.usage.get(job.team, 0.0)
@@ -192,7 +223,8 @@ def explain(session) -> dict[str, PendingInfo]:
     for position, job in enumerate(overall, start=1):
         key = allowed_models(session, job)
         code, text = diagnose(session, job)
-        eta = estimate_start(session, job, ahead[key])
+        held = session.book.by_holder.get(job.id)
+        eta = held.at if held is not None else estimate_start(session, job, ahead[key])
         ahead[key] += min_units(session, job)
         infos[job.id] = PendingInfo(job.id, code, text, eta, team_rank[job.id], position)
     return infos

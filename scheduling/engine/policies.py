@@ -30,7 +30,7 @@ POLICIES = Registry("policy")
 
 POLICIES.register("tessera", Policy(
     name="tessera",
-    plugins=("gang", "quota", "fairshare", "team-order", "topology", "tiers", "mig",
+    plugins=("gang", "quota", "fairshare", "team-order", "reserve", "topology", "tiers", "mig",
              "sharing", "memory", "binpack"),
 ))
 

@@ -14,6 +14,7 @@ from collections import defaultdict
 from .mig import canonical_model
 from .plan import Bind, Preempt, Repartition
 from .plugins.features import Features
+from .reservations import Book
 from .state import GpuState, Member, NodeState
 from .types import Job, Queue, Snapshot
 
@@ -45,7 +46,8 @@ class Session:
         self.preempting: set[str] = set()   # victims already asked to stop
         self.nominated: dict[str, int] = {}  # preemptor -> victims it waits for
         self.reasons: dict[str, tuple[str, str]] = {}
-        self.blocked_behind: dict[str, str] = {}
+        self.blocked_behind: dict[str, str] = {}  # unused since reservations; kept for callers
+        self.book = Book(self)  # reservations for blocked jobs (EASY backfilling)
         self.placed: set[str] = set()
         self.jobs: dict[str, Job] = {j.id: j for j in snapshot.pending}
         self.max_gpus_per_node = max((len(n.gpus) for n in snapshot.nodes), default=0)

@@ -12,7 +12,8 @@ class GpuState:
 
     __slots__ = ("node", "gpu", "index", "key", "geometry", "memory_gb", "mig_enabled",
                  "instances", "used_mask", "compute_used", "whole_job", "shares", "milli_used",
-                 "mem_used", "settling", "changed_at", "healthy", "index_keys", "busy", "outer")
+                 "mem_used", "settling", "changed_at", "healthy", "index_keys", "busy", "outer",
+                 "reserved")
 
     def __init__(self, node: NodeState, gpu: Gpu, geometry: MigGeometry | None):
         self.node = node
@@ -35,6 +36,7 @@ class GpuState:
         self.healthy = gpu.healthy
         self.index_keys: dict[str, object] = {}
         self.busy = 0  # MIG instances in use
+        self.reserved: str | None = None  # holder of a reservation masking it (reservations.py)
         if self.mig_enabled:
             for inst in gpu.mig_instances:
                 self.add_instance(self.geometry.resolve(inst.profile), inst.start)
@@ -71,7 +73,7 @@ class GpuState:
 
     @property
     def usable(self) -> bool:
-        return self.healthy and not self.settling and self.node.ready
+        return self.healthy and not self.settling and self.node.ready and self.reserved is None
 
     @property
     def whole_free(self) -> bool:
@@ -136,7 +138,7 @@ class NodeState:
             return []
         # whole_free inlined: this runs for every candidate node of every whole-GPU job
         return [g.index for g in self.gpus if not g.mig_enabled and g.whole_job is None
-                and not g.shares and g.healthy and not g.settling]
+                and not g.shares and g.healthy and not g.settling and g.reserved is None]
 
 
 class Member:

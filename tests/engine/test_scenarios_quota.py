@@ -123,7 +123,7 @@ def test_checkpointing_training_prefers_spot_else_reserved():
     assert where == {"c": "s", "p": "r"}
 
 
-def test_team_order_holds_back_and_backfill_fills_without_delay():
+def test_blocked_head_reserves_and_backfill_fills_without_delay():
     busy = [running(job(f"r{i}", team="x"), "n1", [i], started=NOW - 100) for i in range(6)]
     # r* end at NOW + 3500; the 4-GPU head waits for them; "short" ends before, "long" after.
     head = job("head", gpus=4, queue_order=1)
@@ -131,7 +131,9 @@ def test_team_order_holds_back_and_backfill_fills_without_delay():
     long_ = job("long", queue_order=3, expected_runtime_s=90_000)
     plan = schedule(snap([node("n1")], [head, short, long_], busy))
     assert [b.job_id for b in plan.binds] == ["short"]
-    assert plan.pending["long"].reason == "team-order"
+    # The head reserves n1's GPUs; "long" would still run at the reservation, so it waits.
+    assert plan.pending["head"].reason == "reserved"
+    assert "held for head" in plan.pending["long"].message
     assert plan.pending["head"].eta == NOW + 3500
     assert plan.pending["head"].team_position == 1 and plan.pending["long"].team_position == 2
 

@@ -1,22 +1,33 @@
-"""backfill: start jobs held back behind a blocked team-mate when they cannot delay it, i.e.
-they are expected to finish before the blocked job could start anyway (EASY backfilling)."""
+"""backfill: start waiting jobs on reserved GPUs when they cannot delay the holder, i.e. they
+are expected to end before the reservation starts (EASY backfilling). Capacity nobody reserved
+was already open to every job in allocate."""
 
 from __future__ import annotations
 
-from ..explain import estimate_start
-from .common import PLACED, ordered, try_place
+from .common import PLACED, ordered, request_shape, try_place
+
+ATTEMPTS = 64
 
 
 def backfill(session) -> None:
-    held = [j for j in session.waiting() if j.id in session.blocked_behind]
-    shadows: dict[str, float | None] = {}
-    for job in ordered(session, held):
-        blocker = session.blocked_behind[job.id]
-        if blocker not in shadows:
-            shadows[blocker] = estimate_start(session, session.jobs[blocker])
-        shadow = shadows[blocker]
-        # No estimate means waiting will not help the blocker: holding others back is useless.
-        if shadow is not None and session.now + job.expected_runtime_s > shadow:
+    book = session.book
+    if not (session.features.reserve and book):
+        return
+    attempts = session.features.option("backfill_attempts", ATTEMPTS)
+    failed: set = set()
+    waiting = [j for j in session.waiting() if j.id not in session.reasons
+               and j.id not in book.by_holder and j.id not in session.nominated]
+    for job in ordered(session, waiting):
+        if attempts <= 0:
+            return
+        book.level(job.priority)
+        ends = session.now + job.expected_runtime_s
+        passable = [r for r in book.active() if r.at >= ends]
+        key = (request_shape(job), tuple(r.holder for r in passable))
+        if not passable or key in failed:
             continue
-        if try_place(session, job, allow_borrow=True) == PLACED:
-            del session.blocked_behind[job.id]
+        attempts -= 1
+        with book.lifted(passable):
+            placed = try_place(session, job, allow_borrow=True) == PLACED
+        if not placed:
+            failed.add(key)

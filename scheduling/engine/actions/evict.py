@@ -20,6 +20,7 @@ from .gang_victims import freeable_gpus, gang_nodes, gang_victims, per_node_gpus
 
 NODE_TRIES = 12
 ATTEMPTS = 24
+MIN_RUNTIME_S = 900.0  # a job that (re)started this recently is only stopped for production
 
 
 def reclaim(session) -> None:
@@ -48,6 +49,7 @@ def _evict_for(session, eligible, reason: str, need_guarantee: bool) -> None:
         return
     priorities = [m.job.priority for m in runners]  # runners are sorted by class
     failed: set = set()  # request shapes that found no victims this cycle
+    settled = session.now - session.features.option("min_runtime_s", MIN_RUNTIME_S)
     for job in ordered(session, _candidates(session)):
         if attempts <= 0:
             return
@@ -63,16 +65,29 @@ def _evict_for(session, eligible, reason: str, need_guarantee: bool) -> None:
         # Only a lower class can be preempted (reclaim also needs one: production aside, a
         # victim's class never matters less than its borrowing); skip the rest cheaply.
         lower = runners if need_guarantee else runners[:bisect_left(priorities, job.priority)]
+        # Thrash guard: a victim that just (re)started loses its restart cost again for
+        # nothing, so it is safe from everything but production for a while.
         pool = [m for m in lower if m.job_id not in session.preempting
-                and eligible(m, job, within)]
+                and (job.production or m.started_at <= settled) and eligible(m, job, within)]
         if not pool:
             continue
         attempts -= 1
-        victims = find_victims(session, job, pool)
+        victims = _victims_under_reservations(session, job, pool)
         if victims:
             _nominate(session, job, victims, reason)
         else:
             failed.add(key)
+
+
+def _victims_under_reservations(session, job, pool):
+    """Victims are sought where the job may go: not on GPUs reserved for a job of its class or
+    above, except its own reservation."""
+    book = session.book
+    if not session.features.reserve:
+        return find_victims(session, job, pool)
+    book.level(job.priority)
+    with book.lifted([r for r in (book.by_holder.get(job.id),) if r is not None]):
+        return find_victims(session, job, pool)
 
 
 def _runners(session):

@@ -185,6 +185,8 @@ def repartition(session) -> None:
         if shape in failed or (blocker is not None and blocker not in heads) or \
                 not _admitted(session, job, planned_units):
             continue
+        if session.features.reserve:
+            session.book.level(job.priority)  # never carve GPUs held for a job above it
         helped = planner.for_whole(job) if as_whole(session, job) else planner.for_slice(job)
         if helped:
             heads.add(blocker or job.id)

@@ -48,13 +48,18 @@ def _larger_idle(session, job: Job, models):
 
 
 def _idle_instance(session, job: Job, model: str, tier: str, shape):
-    """An idle existing instance of this shape on a node with room for the job's host needs."""
+    """An idle existing instance of this shape on a node with room for the job's host needs,
+    on the busiest such GPU: packing slices onto few MIG GPUs lets the others drain to idle,
+    and an idle MIG GPU can be turned back into a whole GPU for training (repartition)."""
+    best = None
     for gpu in session.idle.get((model, tier, shape), {}).values():
-        if gpu.node.fits_host(job):
-            start = min(s for s, inst in gpu.instances.items()
-                        if inst[1] is None and inst[0].shape == shape)
-            return gpu.node, _mig_allocation(gpu, gpu.instances[start][0], start)
-    return None
+        if (best is None or gpu.busy > best.busy) and gpu.node.fits_host(job):
+            best = gpu
+    if best is None:
+        return None
+    start = min(s for s, inst in best.instances.items()
+                if inst[1] is None and inst[0].shape == shape)
+    return best.node, _mig_allocation(best, best.instances[start][0], start)
 
 
 def _mig_allocation(gpu, profile, start: int) -> Allocation:

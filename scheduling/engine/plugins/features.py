@@ -11,7 +11,8 @@ class Features:
     gang: bool = False           # all members or none
     quota: bool = False          # guarantees, burst limits, borrowed marking
     fairshare: bool = False      # idle capacity lent by weight; teams served by weighted usage
-    team_order: bool = False     # a team lead's order: a blocked job holds back later ones
+    team_order: bool = False     # a team lead's order decides who in a team goes first
+    reserve: bool = False        # blocked jobs reserve the GPUs that free earliest (backfill)
     topology: bool = False       # lowest all-reduce cost group for multi-GPU jobs
     tiers: bool = False          # reserved / on-demand / spot routing
     mig: bool = False            # sub-GPU jobs go to MIG instances

@@ -1,0 +1,185 @@
+"""Which GPUs a blocked whole-GPU job reserves: the ones expected to free earliest.
+
+A GPU frees when every job on it ends (its expected end; a job being preempted ends now). A
+job on one node reserves the node whose first `n` GPUs free earliest; a gang over several nodes
+sweeps the expected ends under one leaf switch at a time (the placement it would get anyway)
+and reserves on the leaf that can hold it first, across leaves only when no leaf ever can.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+from ..placement import allowed_models, as_whole, host_capacity, whole_candidates
+from ..plugins.tiers import tier_order
+from ..reservations import Reservation
+from .common import burst_refusal, min_units, ordered, within_guarantee
+from .gang_victims import gang_nodes
+
+MAX_RESERVATIONS = 8
+INF = math.inf
+
+
+def reserve_heads(session) -> None:
+    """Before anything is placed: the first whole-GPU job of each team and class that cannot
+    fit now reserves, so jobs served before it this cycle cannot take what it waits for."""
+    seen: set = set()
+    for job in ordered(session, session.waiting()):
+        key = (job.team, job.priority)
+        if key in seen or not as_whole(session, job):
+            continue
+        seen.add(key)
+        if not admitted(session, job):
+            continue
+        if not _fits_now(session, job):
+            reserve_for(session, job)
+
+
+def _fits_now(session, job) -> bool:
+    """Read-only test (a probe placement would reorder the indexes): enough free GPUs and
+    host room on one node, or over the nodes together for a gang over several nodes."""
+    models = allowed_models(session, job)
+    count = job.gpus or 1
+    if gang_nodes(session, job) > 1:
+        room = 0
+        for node in whole_candidates(session, job, models, count):
+            room += host_capacity(node, job, count)
+            if room >= job.gang_size:
+                return True
+        return False
+    return any(node.fits_host(job, job.gang_size)
+               for node in whole_candidates(session, job, models, count * job.gang_size))
+
+
+def reserve_for(session, job) -> None:
+    """Reserve for `job` unless its team and class already hold one or the book is full."""
+    book = session.book
+    limit = session.features.option("max_reservations", MAX_RESERVATIONS)
+    if (job.id in book.by_holder or len(book.items) >= limit or not as_whole(session, job)
+            or any(r.team == job.team and r.priority == job.priority for r in book.items)
+            or not admitted(session, job)):
+        return
+    found = earliest_gpus(session, job)
+    if found is not None:
+        at, gpus = found
+        book.add(Reservation(job.id, job.team, job.priority, max(at, session.now), gpus))
+
+
+def admitted(session, job) -> bool:
+    """Quota would let it in now: never reserve for a burst the fair share refuses."""
+    if not session.features.quota:
+        return True
+    units = min_units(session, job)
+    return within_guarantee(session, job, units) or burst_refusal(session, job, units) is None
+
+
+def _job_ends(session) -> dict[str, float]:
+    ends = session.cache.get("job-ends")
+    if ends is None:
+        ends = session.cache["job-ends"] = {}
+    for job_id, members in session.members.items():
+        if job_id not in ends:
+            job = members[0].job
+            if job_id in session.preempting:
+                ends[job_id] = session.now
+            elif job is None:
+                ends[job_id] = INF
+            else:
+                ends[job_id] = max(session.now, members[0].started_at + job.expected_runtime_s)
+    return ends
+
+
+def _free_times(session, node, ends, taken) -> list[tuple[float, int, object]]:
+    """(expected free time, index, GPU) for the node's whole-GPU-capable GPUs, earliest first."""
+    out = []
+    if not node.ready:
+        return out
+    for gpu in node.gpus:
+        if gpu.mig_enabled or not gpu.healthy or gpu.settling or gpu.key in taken:
+            continue
+        users = [gpu.whole_job] if gpu.whole_job else [job_id for job_id, _ in gpu.shares]
+        at = max((ends.get(u, INF) for u in users), default=session.now)
+        if at < INF:
+            out.append((at, gpu.index, gpu))
+    out.sort(key=lambda e: (e[0], e[1]))
+    return out
+
+
+def earliest_gpus(session, job) -> tuple[float, list] | None:
+    models = set(allowed_models(session, job))
+    tiers = tier_order(job, session.features.tiers)
+    ends, taken = _job_ends(session), session.book.taken
+    times = {}
+    for node in session.nodes.values():
+        if node.model in models and node.tier in tiers and _host_members(node, job, 1):
+            times[node.name] = _free_times(session, node, ends, taken)
+    if gang_nodes(session, job) > 1:
+        return _gang(session, job, times, tiers)
+    total = (job.gpus or 1) * job.gang_size
+    best = None
+    for name, free in times.items():
+        node = session.nodes[name]
+        if len(free) < total or _host_members(node, job, job.gang_size) < job.gang_size:
+            continue
+        key = (free[total - 1][0], tiers.index(node.tier), name)
+        if best is None or key < best[0]:
+            best = (key, [g for _, _, g in free[:total]])
+    return (best[0][0], best[1]) if best else None
+
+
+def _host_members(node, job, want: int) -> int:
+    """Members the node's host (CPU, RAM when empty) could ever take, at most `want`."""
+    by_cpu = node.node.cpu_cores // job.cpu_cores if job.cpu_cores > 0 else want
+    by_mem = node.node.memory_gb // job.memory_gb if job.memory_gb > 0 else want
+    return int(min(want, by_cpu, by_mem))
+
+
+def _gang(session, job, times, tiers):
+    for scope in ("leaf", "any"):
+        groups = defaultdict(list)
+        for name in times:
+            node = session.nodes[name]
+            key = (node.model, node.node.spine, node.node.leaf) if scope == "leaf" else node.model
+            groups[key].append(name)
+        best = None
+        for key in sorted(groups):
+            at = _sweep(session, job, groups[key], times)
+            if at is not None and (best is None or at < best[0]):
+                best = (at, groups[key])
+        if best:
+            return best[0], _gang_gpus(session, job, best[1], times, best[0], tiers)
+    return None
+
+
+def _sweep(session, job, names, times) -> float | None:
+    """The earliest time at which these nodes together can host every member."""
+    count, members = job.gpus or 1, job.gang_size
+    host = {n: _host_members(session.nodes[n], job, members) for n in names}
+    events = sorted((at, n) for n in names for at, _, _ in times[n])
+    freed, placed = defaultdict(int), 0
+    for at, name in events:
+        before = min(freed[name] // count, host[name])
+        freed[name] += 1
+        placed += min(freed[name] // count, host[name]) - before
+        if placed >= members:
+            return at
+    return None
+
+
+def _gang_gpus(session, job, names, times, at, tiers) -> list:
+    count, left = job.gpus or 1, job.gang_size
+    options = []
+    for name in names:
+        free = [g for t, _, g in times[name] if t <= at]
+        take = min(len(free) // count, _host_members(session.nodes[name], job, left))
+        if take:
+            options.append((tiers.index(session.nodes[name].tier), -take, name, free))
+    gpus = []
+    for _, neg, _, free in sorted(options, key=lambda o: o[:3]):
+        take = min(-neg, left)
+        gpus.extend(free[:take * count])
+        left -= take
+        if not left:
+            break
+    return gpus
