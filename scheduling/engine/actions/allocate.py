@@ -1,4 +1,5 @@
-"""allocate: place jobs in order, quota-guaranteed work first, then burst on idle capacity.
+"""allocate: place jobs in order, quota-guaranteed work first, then burst on idle capacity,
+then (work conserving) whatever is still idle to bursts the fair share held back.
 
 Order decides who goes first, not whether anyone may run: a job that does not fit does not
 hold back the jobs behind it. With the reserve plugin it reserves the GPUs that free earliest
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 from .common import NO_FIT, OVER_QUOTA, PLACED, ordered, try_place
 from .reserve import reserve_for, reserve_heads
+
+FAIR_SHARE = "fair-share"
 
 
 def allocate(session) -> None:
@@ -22,21 +25,28 @@ def allocate(session) -> None:
     # Burst: only now, so that every team's guaranteed work went first.
     for job in ordered(session, deferred):
         place(session, job, allow_borrow=True)
+    # Fair share decides who borrows first, not whether idle GPUs may be used: GPUs that no
+    # job within its share could take are lent beyond it (still borrowed, so a guarantee can
+    # reclaim them). Without this, a team whose jobs do not fit leaves its share idle.
+    held_back = [j for j in deferred if session.reasons.get(j.id, ("",))[0] == FAIR_SHARE]
+    for job in ordered(session, held_back):
+        if place(session, job, allow_borrow=True, fair=False) == NO_FIT:
+            session.reasons.pop(job.id, None)  # what it lacks now is room, not its share
 
 
-def place(session, job, allow_borrow: bool) -> str:
+def place(session, job, allow_borrow: bool, fair: bool = True) -> str:
     """try_place under the reservations that bind the job; a holder may use its own GPUs, and
     drops its reservation once placed. A job that does not fit may reserve."""
     if not session.features.reserve:
-        return try_place(session, job, allow_borrow)
+        return try_place(session, job, allow_borrow, fair)
     book = session.book
     book.level(job.priority)
     own = book.by_holder.get(job.id)
     if own is None:
-        outcome = try_place(session, job, allow_borrow)
+        outcome = try_place(session, job, allow_borrow, fair)
     else:
         with book.lifted([own]):
-            outcome = try_place(session, job, allow_borrow)
+            outcome = try_place(session, job, allow_borrow, fair)
         if outcome == PLACED:
             book.drop(own)
     if outcome == NO_FIT:

@@ -112,9 +112,10 @@ def request_shape(job: Job) -> tuple:
             job.kind)
 
 
-def try_place(session, job: Job, allow_borrow: bool) -> str:
+def try_place(session, job: Job, allow_borrow: bool, fair: bool = True) -> str:
     """Place a job whole and commit it, honouring quotas. Returns PLACED, OVER_QUOTA (needs
-    to borrow but may not yet), DENIED (burst refused; reason recorded) or NO_FIT."""
+    to borrow but may not yet), DENIED (burst refused; reason recorded) or NO_FIT. `fair`
+    False: only the hard burst limit bounds borrowing (lending what is left idle)."""
     quota = session.features.quota
     if quota and not within_guarantee(session, job, min_units(session, job)):
         if not allow_borrow:
@@ -142,7 +143,7 @@ def try_place(session, job: Job, allow_borrow: bool) -> str:
         stmt.discard()
         return OVER_QUOTA
     if borrowed:
-        refusal = burst_refusal(session, job, units, used_before)
+        refusal = burst_refusal(session, job, units, used_before, fair)
         if refusal:
             stmt.discard()
             session.reasons[job.id] = refusal
