@@ -18,7 +18,10 @@ def test_migrations_match_the_models():
 
 
 def test_deploy_checks_pass_with_production_settings():
-    environment = dict(os.environ, DEBUG="0", SECRET_KEY="7f#Qz!pL2v@9xR$kT4m^Wc8&nB1yH6uJ0sD3gE5aF-production-like",
+    # The browser tests set DJANGO_ALLOW_ASYNC_UNSAFE in this process (Playwright's loop); a
+    # deployment never has it.
+    environment = {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    environment.update(DEBUG="0", SECRET_KEY="7f#Qz!pL2v@9xR$kT4m^Wc8&nB1yH6uJ0sD3gE5aF-production-like",
                        SECURE_TLS="1", SECURE_HSTS_SECONDS="31536000", ALLOWED_HOSTS="tessera.example.com")
     result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
                             cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120)
