@@ -6,4 +6,7 @@ app_name = "billing"
 
 urlpatterns = [
     path("", views.chargeback, name="chargeback"),
+    path("export.csv", views.chargeback_csv, name="csv"),
+    path("statement.pdf", views.statement, name="statement"),
+    path("procurement/", views.procurement, name="procurement"),
 ]

@@ -8,7 +8,9 @@ from django.contrib.auth.models import Group, User
 from django.db import transaction
 from django.utils import timezone
 
+from billing.demo import billing_demo_load
 from portal.models import FINANCE_GROUP, BusinessUnit, Membership, Project, Team
+from scheduling.defaults import defaults_ensure
 from scheduling.models import (
     CapacityTier,
     Gpu,
@@ -60,11 +62,14 @@ def demo_is_loaded() -> bool:
 @transaction.atomic
 def demo_load() -> list[tuple[str, str, str]]:
     """Create the demo data; returns (username, password, what they are) for printing."""
+    defaults_ensure(CapacityTier, PriorityClass)
+    Group.objects.get_or_create(name=FINANCE_GROUP)
     switches = _create_switches()
     _create_nodes(switches)
     teams = _create_tenancy()
     users = _create_users(teams)
     _create_jobs(teams, users)
+    billing_demo_load()
     return [(u, p, _describe(team, role, staff, finance)) for u, p, team, role, staff, finance in USERS]
 
 
@@ -179,7 +184,7 @@ def _place_whole(job, node_name, indexes, started) -> None:
 def _place_mig(job, node_name, gpu_index, *, start_slot, started) -> None:
     instance = MigInstance.objects.get(gpu__node__name=node_name, gpu__index=gpu_index,
                                        start_slot=start_slot)
-    Placement.objects.create(job=job, gpu=instance.gpu, mig_instance=instance,
+    Placement.objects.create(job=job, gpu=instance.gpu, mig_instance=instance, mig_profile=instance.profile,
                              share_milli=round(1000 * instance.compute_slices / 7),
                              memory_gb=instance.memory_gb, started_at=started)
     _events(job, started)

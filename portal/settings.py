@@ -101,6 +101,15 @@ SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
 
 REDIS_URL = env_redis_url("REDIS_URL", "redis://127.0.0.1:6379/0")
+# One cache for every process (web workers and scheduler) when Redis is configured, so a write in
+# one invalidates what another shows; the embedded demo without Redis keeps a per-process cache.
+if env_str("REDIS_URL").startswith(("redis://", "rediss://")):
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+                          "KEY_PREFIX": "tessera"}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# Sessions read from the cache and fall back to the database, so most requests skip the session query.
+SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = REDIS_URL
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
@@ -125,6 +134,7 @@ CELERY_BEAT_SCHEDULE = {
     "checkpoint-due": {"task": "agents.checkpoint_due", "schedule": float(TESSERA_CYCLE_INTERVAL_S)},
     # The safety net for a worker killed mid-flow: every unfinished action is taken up again.
     "resume-actions": {"task": "agents.resume_actions", "schedule": float(TESSERA_POLL_INTERVAL_S)},
+    "sync-ledger": {"task": "billing.sync_ledger", "schedule": 60.0},
 }
 
 REST_FRAMEWORK = {

@@ -1,0 +1,105 @@
+"""The GPU-hour ledger (usage intervals) and the prices it is charged at (rates)."""
+
+from decimal import Decimal
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import F, Q
+
+
+class UsageInterval(models.Model):
+    """A stretch of time one placement held (a share of) a GPU.
+
+    Team, project, business unit, node, model and tier are copied in when the interval opens, so
+    later moves (a team changing business unit, a node changing tier) never rewrite past bills.
+    """
+
+    job = models.ForeignKey("scheduling.Job", on_delete=models.PROTECT, related_name="usage_intervals")
+    team = models.ForeignKey("portal.Team", on_delete=models.PROTECT, related_name="usage_intervals")
+    project = models.ForeignKey("portal.Project", on_delete=models.PROTECT, related_name="usage_intervals")
+    business_unit = models.ForeignKey("portal.BusinessUnit", on_delete=models.PROTECT,
+                                      related_name="usage_intervals")
+    node = models.ForeignKey("scheduling.Node", on_delete=models.PROTECT, related_name="usage_intervals")
+    gpu = models.ForeignKey("scheduling.Gpu", on_delete=models.PROTECT, related_name="usage_intervals")
+    gpu_model = models.CharField(max_length=40)
+    tier = models.ForeignKey("scheduling.CapacityTier", on_delete=models.PROTECT, related_name="usage_intervals")
+    # Six places hold k/7 closely enough that a fully sliced GPU sums to exactly 1.000000.
+    gpu_fraction = models.DecimalField(
+        max_digits=7, decimal_places=6, validators=[MinValueValidator(Decimal("0.000001")),
+                                                    MaxValueValidator(Decimal("1"))],
+        help_text="GPU units billed: 1 for a whole GPU, compute slices / 7 for MIG, else the share.")
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True, help_text="Empty while the interval is open.")
+    end_reason = models.CharField(max_length=30, blank=True)
+    # Unique, so one placement can never be billed twice; empty only for imported history.
+    placement = models.OneToOneField("scheduling.Placement", null=True, blank=True, on_delete=models.SET_NULL,
+                                     related_name="usage_interval")
+
+    class Meta:
+        ordering = ["-started_at", "id"]
+        indexes = [
+            models.Index(fields=["started_at"], name="usage_started_idx"),
+            models.Index(fields=["ended_at"], name="usage_ended_idx"),
+            models.Index(fields=["job", "gpu"], name="usage_job_gpu_idx"),
+            models.Index(fields=["gpu"], condition=Q(ended_at__isnull=True), name="usage_open_per_gpu_idx"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(gpu_fraction__gt=0) & Q(gpu_fraction__lte=1),
+                                   name="usage_fraction_range"),
+            models.CheckConstraint(condition=Q(ended_at__isnull=True) | Q(ended_at__gte=F("started_at")),
+                                   name="usage_ends_after_start"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} on {self.gpu_id} from {self.started_at:%Y-%m-%d %H:%M}"
+
+    @property
+    def is_open(self) -> bool:
+        return self.ended_at is None
+
+
+class Rate(models.Model):
+    """Price of one GPU-hour of a model in a tier, from valid_from until the day before valid_to."""
+
+    gpu_model = models.CharField(max_length=40)
+    tier = models.ForeignKey("scheduling.CapacityTier", on_delete=models.PROTECT, related_name="rates")
+    price_per_gpu_hour = models.DecimalField(max_digits=10, decimal_places=4,
+                                             validators=[MinValueValidator(Decimal("0"))],
+                                             help_text="US dollars per GPU-hour.")
+    valid_from = models.DateField()
+    valid_to = models.DateField(null=True, blank=True,
+                                help_text="First day the rate no longer applies; empty means open-ended.")
+    note = models.CharField(max_length=200, blank=True, help_text="Where the price comes from.")
+
+    class Meta:
+        ordering = ["gpu_model", "tier__name", "valid_from"]
+        constraints = [
+            models.CheckConstraint(condition=Q(price_per_gpu_hour__gte=0), name="rate_price_non_negative"),
+            models.CheckConstraint(condition=Q(valid_to__isnull=True) | Q(valid_to__gt=F("valid_from")),
+                                   name="rate_valid_to_after_from"),
+            # Overlapping validity is excluded on PostgreSQL by migration 0002 (an exclusion
+            # constraint SQLite cannot express); clean() and the rate_save service check everywhere.
+        ]
+
+    def __str__(self) -> str:
+        until = self.valid_to.isoformat() if self.valid_to else "open"
+        return f"{self.gpu_model} {self.tier} ${self.price_per_gpu_hour}/GPU-h {self.valid_from}…{until}"
+
+    def overlapping(self):
+        """Other rates of the same model × tier whose validity meets this one's."""
+        others = Rate.objects.filter(gpu_model=self.gpu_model, tier_id=self.tier_id).exclude(pk=self.pk)
+        if self.valid_to is not None:
+            others = others.filter(valid_from__lt=self.valid_to)
+        return others.filter(Q(valid_to__isnull=True) | Q(valid_to__gt=self.valid_from))
+
+    def clean(self):
+        super().clean()
+        if self.price_per_gpu_hour is not None and self.price_per_gpu_hour < 0:
+            raise ValidationError({"price_per_gpu_hour": "A price cannot be negative."})
+        if self.valid_from and self.valid_to and self.valid_to <= self.valid_from:
+            raise ValidationError({"valid_to": "The end must come after the start."})
+        if self.valid_from and self.tier_id and self.gpu_model:
+            clash = self.overlapping().first()
+            if clash is not None:
+                raise ValidationError(f"Overlaps the rate {clash}; end that one first or pick other dates.")
