@@ -1,8 +1,11 @@
 """Who may see and do what (DESIGN §7), decided from a user's memberships.
 
-Roles are read once per request and kept on the user object, so a page that asks many times
-still costs one query.
+Roles, team names and the finance flag are read in one query per request and kept on the user
+object, so a page that asks many times still costs one query.
 """
+
+from django.contrib.auth.models import Group
+from django.db.models import Exists, OuterRef
 
 from portal.models import FINANCE_GROUP, Membership
 
@@ -17,20 +20,47 @@ SUBMITS = {STAFF, LEAD, MEMBER}
 MANAGES = {STAFF, LEAD}
 
 
+def _load(user) -> None:
+    """Memberships (with team names, for the navigation) and the finance flag in one query.
+
+    Each membership row carries the flag; only a user with no membership (finance, staff, nobody)
+    needs a second, small query for it.
+    """
+    finance = Group.objects.filter(user=OuterRef("user_id"), name=FINANCE_GROUP)
+    rows = list(Membership.objects.filter(user=user).order_by()  # Meta ordering would join user and team
+                .values_list("team_id", "role", "team__name", Exists(finance)))
+    if not rows:
+        user._tessera_roles, user._tessera_team_names = {}, {}
+        user._tessera_finance = user.groups.filter(name=FINANCE_GROUP).exists()
+        return
+    user._tessera_roles = {team_id: role for team_id, role, _, _ in rows}
+    user._tessera_team_names = {team_id: name for team_id, _, name, _ in rows}
+    user._tessera_finance = rows[0][3]
+
+
 def team_roles(user) -> dict[int, str]:
     """{team id: membership role} of a signed-in user."""
     if not user.is_authenticated:
         return {}
     if not hasattr(user, "_tessera_roles"):
-        user._tessera_roles = dict(Membership.objects.filter(user=user).values_list("team_id", "role"))
+        _load(user)
     return user._tessera_roles
+
+
+def team_names(user) -> dict[int, str]:
+    """{team id: name} of the user's memberships, read with the roles."""
+    if not user.is_authenticated:
+        return {}
+    if not hasattr(user, "_tessera_team_names"):
+        _load(user)
+    return user._tessera_team_names
 
 
 def is_finance(user) -> bool:
     if not user.is_authenticated:
         return False
     if not hasattr(user, "_tessera_finance"):
-        user._tessera_finance = user.groups.filter(name=FINANCE_GROUP).exists()
+        _load(user)
     return user._tessera_finance
 
 

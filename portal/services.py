@@ -10,7 +10,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from billing.services import usage_intervals_close_for_job
-from portal import access, selectors, sizing
+from portal import access, freshness, selectors, sizing
 from portal.models import Project
 from scheduling.models import Job, JobEvent, PriorityClass
 
@@ -101,6 +101,7 @@ def job_submit(*, user, team, name: str, kind: str, priority_class: str, gpus: i
         queue_order=(last or 0) + 1, pending_reason_code="new",
         pending_reason="Submitted; waiting for the next scheduling cycle.")
     _event(job, "submitted", f"Submitted by {user.username} as {chosen.name}.")
+    freshness.teams_changed([team.pk])
     return job
 
 
@@ -120,6 +121,7 @@ def job_cancel(*, user, job: Job) -> Job:
     job.pending_reason_code, job.pending_reason = "", ""
     job.save()
     _event(job, "cancelled", f"Cancelled by {user.username}.")
+    freshness.teams_changed([job.team_id])
     return job
 
 
@@ -134,6 +136,7 @@ def job_reprioritise(*, user, job: Job, priority_class: str) -> Job:
     job.priority_class, job.preemptible = chosen, chosen.preemptible
     job.save(update_fields=["priority_class", "preemptible", "updated_at"])
     _event(job, "reprioritised", f"{old} → {chosen.name} by {user.username}.")
+    freshness.teams_changed([job.team_id])
     return job
 
 
@@ -153,6 +156,7 @@ def team_queue_reorder(*, user, team, job_ids: list[int]) -> list[Job]:
     for position, job in enumerate(ordered, start=1):
         job.queue_order = job.queue_position_team = position
     Job.objects.bulk_update(ordered, ["queue_order", "queue_position_team"])
+    freshness.teams_changed([team.pk])
     return ordered
 
 

@@ -9,7 +9,7 @@ from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from portal import access, cluster_view, selectors, services, sizing
+from portal import access, cluster_view, freshness, selectors, services, sizing
 from portal.forms import JobSubmitForm, SizingForm
 from portal.models import Membership, Project, Team
 
@@ -33,16 +33,19 @@ def healthz(request):
 @login_required
 def dashboard(request, team):
     team = selectors.team_get(request.user, team)
-    sees_jobs = access.can_see_jobs(request.user, team.pk)
-    usage = selectors.team_usage(team)
+    role = access.role_in(request.user, team.pk)
+    version = freshness.team_version(team.pk)
+    usage = cache.get_or_set(f"portal:usage:{team.pk}:{version}", lambda: selectors.team_usage(team),
+                             freshness.TEAM_CACHE_S)
     context = {
-        "team": team, "usage": usage, "sees_jobs": sees_jobs,
-        "role": access.role_in(request.user, team.pk),
-        "charts": {"usage": usage, **_team_series(team)},
+        "team": team, "usage": usage, "sees_jobs": role in access.SEES_JOBS, "role": role,
+        "manages": role in access.MANAGES, "charts": {"usage": usage, **_team_series(team)},
+        # The job tables are a cached fragment keyed by the team's version; these querysets are lazy,
+        # so they only run when the fragment is rebuilt.
+        "version": version, "cache_s": freshness.TEAM_CACHE_S,
+        "running": selectors.team_running(team, DASHBOARD_ROWS),
+        "queue": selectors.team_queue(team, DASHBOARD_ROWS),
     }
-    if sees_jobs:
-        context["running"] = list(selectors.team_running(team, DASHBOARD_ROWS))
-        context["queue"] = list(selectors.team_queue(team, DASHBOARD_ROWS))
     return render(request, "portal/dashboard.html", context)
 
 

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
 
+from portal import freshness
 from scheduling import engine
 from scheduling.engine import mig
 from scheduling.models import ActionRequest, Gpu, Job, MigInstance, Placement
@@ -49,6 +50,7 @@ def apply_plan(plan: engine.Plan, *, now: datetime) -> ApplyResult:
     for repartition in plan.repartitions:
         _request_repartition(repartition, now, result)
     _write_pending_info(plan, jobs, now)
+    freshness.teams_changed(job.team_id for job in jobs.values())  # the portal's cached team views
     return result
 
 

@@ -11,6 +11,7 @@ from datetime import datetime
 from django.db import transaction
 
 from billing.services import usage_interval_close, usage_interval_open
+from portal import freshness
 from scheduling.models import Job, JobEvent, Placement
 
 RELEASE_STATUSES = {
@@ -61,4 +62,5 @@ def job_release(*, job_id: int, at: datetime, reason: str, progress_s: float | N
     job.borrowed = False
     job.save(update_fields=["status", "progress_s", "finished_at", "borrowed", "updated_at"])
     job_event_add(job=job, at=ended, kind=reason, message=message)
+    freshness.teams_changed([job.team_id])
     return True

@@ -1,5 +1,8 @@
 """REST API views: declarative viewsets scoped by the same selectors and services as the pages."""
 
+import hashlib
+
+from django.core.cache import cache
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import FloatField, OuterRef, Q, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
@@ -10,9 +13,10 @@ from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal import access, cluster_view, selectors, services, sizing
+from portal import access, cluster_view, freshness, selectors, services, sizing
 from portal.api import filtersets
 from portal.api import serializers as s
+from portal.api.pagination import RowsPagination
 from scheduling.models import Placement
 
 
@@ -31,9 +35,14 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
 
     serializer_class = s.JobSerializer
     filterset_class = filtersets.JobFilter
+    pagination_class = RowsPagination
 
     def get_queryset(self):
         return selectors.jobs_visible_to(self.request.user).order_by("-submitted_at", "-pk")
+
+    def list(self, request, *args, **kwargs):
+        page = self.paginator.paginate_rows(self.filter_queryset(self.get_queryset()), s.JOB_ROW, request, self)
+        return self.get_paginated_response(page)
 
     @extend_schema(request=s.JobSubmitSerializer, responses={201: s.JobSerializer})
     def create(self, request, *args, **kwargs):
@@ -72,6 +81,7 @@ class TeamViewSet(viewsets.ReadOnlyModelViewSet):
     """Teams with quota and current usage; `queue` lists the waiting jobs with positions and reasons."""
 
     serializer_class = s.TeamSerializer
+    pagination_class = RowsPagination
     lookup_field = "name"
     lookup_value_regex = "[a-z0-9-]+"
 
@@ -91,8 +101,15 @@ class TeamViewSet(viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["get"])
     def queue(self, request, name=None):
         team = self._team_with_jobs()
-        page = self.paginate_queryset(selectors.team_queue(team))
-        return self.get_paginated_response(s.QueueEntrySerializer(page, many=True).data)
+        # Keyed by the team's version, so a reorder, submit, cancel or scheduling cycle shows at once.
+        url = hashlib.sha256(request.build_absolute_uri().encode()).hexdigest()[:32]
+        key = f"portal:queue:{team.pk}:{freshness.team_version(team.pk)}:{url}"
+        data = cache.get(key)
+        if data is None:
+            page = self.paginator.paginate_rows(selectors.team_queue(team), s.QUEUE_ROW, request, self)
+            data = self.get_paginated_response(page).data
+            cache.set(key, data, freshness.TEAM_CACHE_S)
+        return Response(data)
 
     @extend_schema(request=s.ReorderSerializer, responses=s.QueueEntrySerializer(many=True))
     @action(detail=True, methods=["post"], url_path="queue/reorder")

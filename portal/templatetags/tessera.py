@@ -3,7 +3,6 @@
 from django import template
 
 from portal import access
-from portal.models import Team
 
 register = template.Library()
 
@@ -15,7 +14,7 @@ def tessera_nav(context) -> dict:
     if user is None or not user.is_authenticated:
         return {}
     roles = access.team_roles(user)
-    teams = list(Team.objects.filter(pk__in=list(roles)).order_by("name").values_list("pk", "name"))
+    teams = sorted(access.team_names(user).items(), key=lambda team: team[1])  # read with the roles
     match = getattr(request, "resolver_match", None)
     wanted = match.kwargs.get("team") if match else None
     current = next(((pk, name) for pk, name in teams if name == wanted), teams[0] if teams else None)
