@@ -19,10 +19,25 @@ def repartition_start(action: ActionRequest, backend: Backend) -> bool:
                                            node_id=action.node_id, pk__lt=action.pk)
     if earlier.exists():
         return False
+    layout = tuple(MigSlot(profile=profile, start=start) for profile, start in payload["layout"])
     backend.repartition(RepartitionRequest(
         node_name=payload["node"], gpu_index=payload["gpu_index"], config_name=config_name(action),
-        layout=tuple(MigSlot(profile=profile, start=start) for profile, start in payload["layout"])))
+        layout=layout, node_layout=_node_layout(action.node_id, payload["gpu_index"], layout)))
     return True
+
+
+def _node_layout(node_id: int, gpu_index: int, layout) -> tuple:
+    """The node-wide picture a MIG config needs: the new layout here, the others as they are."""
+    picture = []
+    for gpu in Gpu.objects.filter(node_id=node_id).prefetch_related("mig_instances").order_by("index"):
+        if gpu.index == gpu_index:
+            picture.append((gpu.index, layout))
+        elif gpu.mig_enabled:
+            picture.append((gpu.index, tuple(MigSlot(profile=mi.profile, start=mi.start_slot)
+                                             for mi in gpu.mig_instances.all())))
+        else:
+            picture.append((gpu.index, ()))
+    return tuple(picture)
 
 
 def repartition_finish(action: ActionRequest, backend: Backend) -> str | None:

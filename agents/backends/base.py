@@ -132,6 +132,9 @@ class RepartitionRequest:
     gpu_index: int
     layout: tuple[MigSlot, ...]
     config_name: str  # the mig-parted config that holds this layout for the whole node
+    # Every GPU's target layout on the node (mig-parted configs are node-wide): this GPU's new
+    # one and the others as they are. Empty: the backend needs no node-wide picture.
+    node_layout: tuple[tuple[int, tuple[MigSlot, ...]], ...] = ()
 
 
 class RepartitionPhase(enum.StrEnum):

@@ -142,6 +142,22 @@ def mig_config_name(node_name: str, layouts: Mapping[int, Sequence[MigSlot]]) ->
     return f"tessera-{digest.hexdigest()[:12]}"
 
 
+def config_map_manifest(name: str, namespace: str, data: Mapping[str, str]) -> dict:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/part-of": "tessera"}},
+            "data": dict(data)}
+
+
+def mig_parted_config_merge(document: dict | None, config_name: str,
+                            layouts: Mapping[int, Sequence[MigSlot]]) -> dict:
+    """`document` (a mig-parted config file, or None) with the entry for `config_name` added."""
+    merged = {"version": "v1", "mig-configs": {}}
+    merged.update(document or {})
+    merged["mig-configs"] = dict(merged.get("mig-configs") or {})
+    merged["mig-configs"].update(mig_parted_config(config_name, layouts)["mig-configs"])
+    return merged
+
+
 def mig_parted_config(config_name: str, layouts: Mapping[int, Sequence[MigSlot]]) -> dict:
     """The mig-parted config entry that mig-manager applies for `config_name`.
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import parse_quantity
@@ -62,6 +63,10 @@ class KubernetesConfig:
     tier_label: str = "tessera.io/tier"
     mig_config_label: str = "nvidia.com/mig.config"
     mig_state_label: str = "nvidia.com/mig.config.state"
+    # The ConfigMap that the GPU Operator's mig-manager reads (ClusterPolicy migManager.config.name).
+    mig_parted_namespace: str = "gpu-operator"
+    mig_parted_configmap: str = "tessera-mig-parted-config"
+    mig_parted_key: str = "config.yaml"
     request_timeout_s: float = 30.0
 
 
@@ -162,6 +167,8 @@ class KubernetesBackend:
         labels = self._node_labels(req.node_name)
         if labels.get(self.config.mig_config_label) == req.config_name:
             return Outcome.ALREADY_DONE
+        if req.node_layout:
+            self._publish_mig_config(req.config_name, dict(req.node_layout))
         # Reset the state with the same patch: a stale "success" of the previous layout must not
         # read as the success of this one before mig-manager has even seen the change.
         patch = m.label_patch({
@@ -221,6 +228,28 @@ class KubernetesBackend:
             stream.stop()
 
     # -- helpers ---------------------------------------------------------------------------
+
+    def _publish_mig_config(self, config_name: str, layouts) -> None:
+        """Add the node's layout to mig-manager's config file before the label names it."""
+        namespace, name, key = (self.config.mig_parted_namespace, self.config.mig_parted_configmap,
+                                self.config.mig_parted_key)
+        try:
+            current = self.core.read_namespaced_config_map(name, namespace,
+                                                           _request_timeout=self.config.request_timeout_s)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            current = None
+        document = yaml.safe_load((current.data or {}).get(key, "")) if current is not None else None
+        if config_name in ((document or {}).get("mig-configs") or {}):
+            return
+        text = yaml.safe_dump(m.mig_parted_config_merge(document, config_name, layouts), sort_keys=True)
+        if current is None:
+            body = m.config_map_manifest(name, namespace, {key: text})
+            self.core.create_namespaced_config_map(namespace, body, _request_timeout=self.config.request_timeout_s)
+        else:
+            self.core.patch_namespaced_config_map(name, namespace, {"data": {key: text}}, _content_type=MERGE_PATCH,
+                                                  _request_timeout=self.config.request_timeout_s)
 
     def _read_pod(self, namespace: str, name: str) -> Any:
         try:

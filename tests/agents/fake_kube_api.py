@@ -77,6 +77,7 @@ class FakeKubeApi:
         self.nodes: dict[str, dict] = {}
         self.pods: dict[tuple[str, str], dict] = {}
         self.namespaces: set[str] = set()
+        self.configmaps: dict[tuple[str, str], dict] = {}
         self.requests: list[tuple[str, str]] = []  # (method, path) in arrival order
         self._rv = 0
         self._events: list[tuple[int, str, dict]] = []  # pod events: (rv, type, object)
@@ -202,6 +203,22 @@ class FakeKubeApi:
         return 200, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns},
                      "status": {"phase": "Active"}}
 
+    def get_configmap(self, query: dict, body: Any, ns: str, name: str) -> tuple[int, dict]:
+        if (ns, name) not in self.configmaps:
+            raise ApiError(404, "NotFound", f'configmaps "{name}" not found')
+        return 200, copy.deepcopy(self.configmaps[(ns, name)])
+
+    def create_configmap(self, query: dict, body: dict, ns: str) -> tuple[int, dict]:
+        name = body["metadata"]["name"]
+        if (ns, name) in self.configmaps:
+            raise ApiError(409, "AlreadyExists", f'configmaps "{name}" already exists')
+        self.configmaps[(ns, name)] = self._stamp(copy.deepcopy(body))
+        return 201, copy.deepcopy(self.configmaps[(ns, name)])
+
+    def patch_configmap(self, query: dict, body: Any, ns: str, name: str) -> tuple[int, dict]:
+        self.get_configmap(query, None, ns, name)
+        return 200, copy.deepcopy(self._stamp(merge_patch(self.configmaps[(ns, name)], body)))
+
     def create_pod(self, query: dict, body: dict, ns: str) -> tuple[int, dict]:
         if ns not in self.namespaces:
             raise ApiError(404, "NotFound", f'namespaces "{ns}" not found')
@@ -324,6 +341,9 @@ ROUTES = [
     ("PATCH", _POD + "$", "patch_pod"),
     ("DELETE", _POD + "$", "delete_pod"),
     ("POST", _POD + "/binding$", "bind_pod"),
+    ("GET", r"^/api/v1/namespaces/(?P<ns>[^/]+)/configmaps/(?P<name>[^/]+)$", "get_configmap"),
+    ("PATCH", r"^/api/v1/namespaces/(?P<ns>[^/]+)/configmaps/(?P<name>[^/]+)$", "patch_configmap"),
+    ("POST", r"^/api/v1/namespaces/(?P<ns>[^/]+)/configmaps$", "create_configmap"),
 ]
 _WATCHABLE = re.compile(r"^/api/v1(?:/namespaces/(?P<ns>[^/]+))?/pods$")
 

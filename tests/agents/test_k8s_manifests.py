@@ -1,6 +1,7 @@
 """Every manifest the Kubernetes backend builds passes the official schemas, strictly."""
 
 import pytest
+import yaml
 
 from agents.backends import BindRequest, MigSlot
 from agents.backends import k8s_manifests as m
@@ -99,6 +100,12 @@ def test_mig_parted_config_counts_profiles_per_device():
             {"devices": [1], "mig-enabled": False},
         ]},
     }
+
+
+def test_the_mig_parted_config_map_is_valid():
+    layouts = {0: [MigSlot("1g.10gb", 0)]}
+    text = yaml.safe_dump(m.mig_parted_config_merge(None, "tessera-x", layouts))
+    assert_valid(m.config_map_manifest("tessera-mig-parted-config", "gpu-operator", {"config.yaml": text}))
 
 
 def test_the_schema_check_has_teeth():

@@ -184,6 +184,29 @@ def test_repartition_sets_the_label_and_waits_for_success(backend, cluster):
     )
 
 
+def test_repartition_publishes_the_node_wide_mig_parted_config_first(backend, cluster):
+    import yaml
+
+    new = (MigSlot("3g.40gb", 4), MigSlot("2g.20gb", 0))
+    kept = (MigSlot("1g.10gb", 0),)
+    node_layout = ((0, new), (1, kept), (2, ()))
+    name = m.mig_config_name("gpu-h100-01", dict(node_layout))
+    req = RepartitionRequest("gpu-h100-01", 0, new, name, node_layout=node_layout)
+    assert backend.repartition(req) is Outcome.DONE
+    document = yaml.safe_load(cluster.configmaps[("gpu-operator", "tessera-mig-parted-config")]["data"]["config.yaml"])
+    assert document["mig-configs"][name] == [
+        {"devices": [0], "mig-enabled": True, "mig-devices": {"2g.20gb": 1, "3g.40gb": 1}},
+        {"devices": [1], "mig-enabled": True, "mig-devices": {"1g.10gb": 1}},
+        {"devices": [2], "mig-enabled": False},
+    ]
+    assert cluster.nodes["gpu-h100-01"]["metadata"]["labels"]["nvidia.com/mig.config"] == name
+    other = RepartitionRequest("gpu-h100-01", 2, kept, "tessera-other", node_layout=((2, kept),))
+    cluster.set_node_labels("gpu-h100-01", {"nvidia.com/mig.config": None})
+    backend.repartition(other)
+    document = yaml.safe_load(cluster.configmaps[("gpu-operator", "tessera-mig-parted-config")]["data"]["config.yaml"])
+    assert set(document["mig-configs"]) == {name, "tessera-other"}  # earlier configs are kept
+
+
 def test_repartition_reports_failure_and_times_out_cleanly(backend, cluster):
     req = _repartition()
     backend.repartition(req)
