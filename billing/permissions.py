@@ -6,13 +6,11 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from rest_framework.permissions import BasePermission
 
-from portal.models import FINANCE_GROUP
+from portal.access import sees_all_usage
 
 
 def sees_billing(user) -> bool:
-    if not (user.is_authenticated and user.is_active):
-        return False
-    return user.is_staff or user.groups.filter(name=FINANCE_GROUP).exists()
+    return user.is_active and sees_all_usage(user)
 
 
 def finance_required(view):
