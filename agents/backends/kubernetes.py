@@ -8,7 +8,6 @@ period; MIG layouts change through mig-manager's `nvidia.com/mig.config` node la
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +15,6 @@ from typing import Any
 import yaml
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
-from kubernetes.utils import parse_quantity
 
 from agents.backends import k8s_manifests as m
 from agents.backends.base import (
@@ -25,8 +23,6 @@ from agents.backends.base import (
     CheckpointRequest,
     Conflict,
     JobObservation,
-    JobStatus,
-    MigResource,
     MigStrategy,
     NodeInventory,
     Outcome,
@@ -36,16 +32,10 @@ from agents.backends.base import (
     RepartitionState,
     TransientBackendError,
 )
+from agents.backends.k8s_reading import GFD_MIG_STRATEGY, node_inventory, pod_observation
 
-GFD_PRODUCT = "nvidia.com/gpu.product"
-GFD_COUNT = "nvidia.com/gpu.count"
-GFD_MEMORY = "nvidia.com/gpu.memory"
-GFD_MIG_STRATEGY = "nvidia.com/mig.strategy"
-# Mixed strategy: one `nvidia.com/mig-<profile>.count` label per profile ('+' spelled '.').
-_MIG_COUNT_LABEL = re.compile(r"^nvidia\.com/mig-(\d+g\.\d+gb)((?:\.[a-z]+)*)\.count$")
 # A merge patch, not the client's default pick (a JSON patch, which wants a list of operations).
 MERGE_PATCH = "application/merge-patch+json"
-MIB = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -102,7 +92,8 @@ class KubernetesBackend:
             label_selector=self.config.gpu_node_selector,
             _request_timeout=self.config.request_timeout_s,
         )
-        return [node_inventory(node, self.config) for node in nodes.items]
+        return [node_inventory(node, leaf_switch_label=self.config.leaf_switch_label, tier_label=self.config.tier_label)
+                for node in nodes.items]
 
     # -- jobs ------------------------------------------------------------------------------
 
@@ -323,98 +314,3 @@ def _check_job(pod: Any, job_id: str) -> None:
     found = (pod.metadata.labels or {}).get(m.LABEL_JOB)
     if found != job_id:
         raise Conflict(f"pod {pod.metadata.name} belongs to job {found!r}, not {job_id!r}")
-
-
-def node_inventory(node: Any, config: KubernetesConfig) -> NodeInventory:
-    labels = node.metadata.labels or {}
-    allocatable = (node.status.allocatable if node.status else None) or {}
-    strategy = _mig_strategy(labels.get(GFD_MIG_STRATEGY))
-    product, count = labels.get(GFD_PRODUCT), _int(labels.get(GFD_COUNT)) or 0
-    memory = _int(labels.get(GFD_MEMORY))
-    mig = mig_resources(labels)
-    if strategy is MigStrategy.SINGLE and product and "-MIG-" in product:
-        # Single strategy: product is "<model>-MIG-<profile>" and count/memory describe the
-        # MIG devices, which are all the node offers; no whole GPU is left to ask for.
-        product, profile = product.split("-MIG-", 1)
-        mig, count, memory = (MigResource(profile, count, memory),), 0, None
-    return NodeInventory(
-        name=node.metadata.name,
-        gpu_model=product,
-        gpu_count=count,
-        gpu_memory_mib=memory,
-        mig_strategy=strategy,
-        mig_resources=mig,
-        leaf_switch=labels.get(config.leaf_switch_label),
-        tier=labels.get(config.tier_label),
-        ready=_is_ready(node),
-        schedulable=not (node.spec and node.spec.unschedulable),
-        cpu_millicores=int(parse_quantity(allocatable.get("cpu", "0")) * 1000),
-        memory_mib=int(parse_quantity(allocatable.get("memory", "0")) / MIB),
-        taints=tuple(
-            f"{t.key}={t.value or ''}:{t.effect}" for t in ((node.spec and node.spec.taints) or [])
-        ),
-    )
-
-
-def mig_resources(labels: dict[str, str]) -> tuple[MigResource, ...]:
-    """Mixed-strategy MIG counts: `nvidia.com/mig-1g.10gb.me.count` -> profile `1g.10gb+me`."""
-    found = []
-    for key, value in labels.items():
-        match = _MIG_COUNT_LABEL.match(key)
-        if not match:
-            continue
-        profile = match.group(1) + match.group(2).replace(".", "+")
-        memory = _int(labels.get(key[: -len(".count")] + ".memory"))
-        found.append(MigResource(profile, _int(value) or 0, memory))
-    return tuple(sorted(found, key=lambda r: r.profile))
-
-
-def _mig_strategy(value: str | None) -> MigStrategy:
-    try:
-        return MigStrategy(value or "none")
-    except ValueError:
-        return MigStrategy.NONE
-
-
-def _int(value: str | None) -> int | None:
-    return int(value) if value and value.isdigit() else None
-
-
-def _is_ready(node: Any) -> bool:
-    conditions = (node.status and node.status.conditions) or []
-    return any(c.type == "Ready" and c.status == "True" for c in conditions)
-
-
-_PHASES = {status.value: status for status in JobStatus if status is not JobStatus.DELETED}
-
-
-def pod_observation(pod: Any, deleted: bool = False) -> JobObservation | None:
-    """The job's view of a pod; None for a pod that is not one of our jobs."""
-    labels = pod.metadata.labels or {}
-    if m.LABEL_JOB not in labels:
-        return None
-    phase = (pod.status and pod.status.phase) or "Pending"
-    reason, exit_code = _termination(pod)
-    return JobObservation(
-        job_id=labels[m.LABEL_JOB],
-        pod_name=pod.metadata.name,
-        namespace=pod.metadata.namespace,
-        status=JobStatus.DELETED if deleted else _PHASES.get(phase, JobStatus.UNKNOWN),
-        node_name=pod.spec.node_name if pod.spec else None,
-        reason=reason,
-        exit_code=exit_code,
-        terminating=pod.metadata.deletion_timestamp is not None,
-        annotations=dict(pod.metadata.annotations or {}),
-    )
-
-
-def _termination(pod: Any) -> tuple[str | None, int | None]:
-    """Why a pod is where it is: a container's end or wait, else the pod's own reason."""
-    status = pod.status
-    for container in (status and status.container_statuses) or []:
-        state = container.state
-        if state and state.terminated:
-            return state.terminated.reason, state.terminated.exit_code
-        if state and state.waiting and state.waiting.reason:
-            return state.waiting.reason, None
-    return (status.reason if status else None), None

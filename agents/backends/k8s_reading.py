@@ -1,0 +1,115 @@
+"""Reading the Kubernetes API's objects into our own: node inventory from GPU Feature Discovery
+labels, pod phases into job observations. Pure functions over client models, no API calls."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from kubernetes.utils import parse_quantity
+
+from agents.backends import k8s_manifests as m
+from agents.backends.base import JobObservation, JobStatus, MigResource, MigStrategy, NodeInventory
+
+GFD_PRODUCT = "nvidia.com/gpu.product"
+GFD_COUNT = "nvidia.com/gpu.count"
+GFD_MEMORY = "nvidia.com/gpu.memory"
+GFD_MIG_STRATEGY = "nvidia.com/mig.strategy"
+# Mixed strategy: one `nvidia.com/mig-<profile>.count` label per profile ('+' spelled '.').
+_MIG_COUNT_LABEL = re.compile(r"^nvidia\.com/mig-(\d+g\.\d+gb)((?:\.[a-z]+)*)\.count$")
+MIB = 1024 * 1024
+
+
+def node_inventory(node: Any, *, leaf_switch_label: str, tier_label: str) -> NodeInventory:
+    labels = node.metadata.labels or {}
+    allocatable = (node.status.allocatable if node.status else None) or {}
+    strategy = _mig_strategy(labels.get(GFD_MIG_STRATEGY))
+    product, count = labels.get(GFD_PRODUCT), _int(labels.get(GFD_COUNT)) or 0
+    memory = _int(labels.get(GFD_MEMORY))
+    mig = mig_resources(labels)
+    if strategy is MigStrategy.SINGLE and product and "-MIG-" in product:
+        # Single strategy: product is "<model>-MIG-<profile>" and count/memory describe the
+        # MIG devices, which are all the node offers; no whole GPU is left to ask for.
+        product, profile = product.split("-MIG-", 1)
+        mig, count, memory = (MigResource(profile, count, memory),), 0, None
+    return NodeInventory(
+        name=node.metadata.name,
+        gpu_model=product,
+        gpu_count=count,
+        gpu_memory_mib=memory,
+        mig_strategy=strategy,
+        mig_resources=mig,
+        leaf_switch=labels.get(leaf_switch_label),
+        tier=labels.get(tier_label),
+        ready=_is_ready(node),
+        schedulable=not (node.spec and node.spec.unschedulable),
+        cpu_millicores=int(parse_quantity(allocatable.get("cpu", "0")) * 1000),
+        memory_mib=int(parse_quantity(allocatable.get("memory", "0")) / MIB),
+        taints=tuple(
+            f"{t.key}={t.value or ''}:{t.effect}" for t in ((node.spec and node.spec.taints) or [])
+        ),
+    )
+
+
+def mig_resources(labels: dict[str, str]) -> tuple[MigResource, ...]:
+    """Mixed-strategy MIG counts: `nvidia.com/mig-1g.10gb.me.count` -> profile `1g.10gb+me`."""
+    found = []
+    for key, value in labels.items():
+        match = _MIG_COUNT_LABEL.match(key)
+        if not match:
+            continue
+        profile = match.group(1) + match.group(2).replace(".", "+")
+        memory = _int(labels.get(key[: -len(".count")] + ".memory"))
+        found.append(MigResource(profile, _int(value) or 0, memory))
+    return tuple(sorted(found, key=lambda r: r.profile))
+
+
+def _mig_strategy(value: str | None) -> MigStrategy:
+    try:
+        return MigStrategy(value or "none")
+    except ValueError:
+        return MigStrategy.NONE
+
+
+def _int(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() else None
+
+
+def _is_ready(node: Any) -> bool:
+    conditions = (node.status and node.status.conditions) or []
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+
+_PHASES = {status.value: status for status in JobStatus if status is not JobStatus.DELETED}
+
+
+def pod_observation(pod: Any, deleted: bool = False) -> JobObservation | None:
+    """The job's view of a pod; None for a pod that is not one of our jobs."""
+    labels = pod.metadata.labels or {}
+    if m.LABEL_JOB not in labels:
+        return None
+    phase = (pod.status and pod.status.phase) or "Pending"
+    reason, exit_code = _termination(pod)
+    return JobObservation(
+        job_id=labels[m.LABEL_JOB],
+        pod_name=pod.metadata.name,
+        namespace=pod.metadata.namespace,
+        status=JobStatus.DELETED if deleted else _PHASES.get(phase, JobStatus.UNKNOWN),
+        node_name=pod.spec.node_name if pod.spec else None,
+        reason=reason,
+        exit_code=exit_code,
+        terminating=pod.metadata.deletion_timestamp is not None,
+        annotations=dict(pod.metadata.annotations or {}),
+    )
+
+
+def _termination(pod: Any) -> tuple[str | None, int | None]:
+    """Why a pod is where it is: a container's end or wait, else the pod's own reason."""
+    status = pod.status
+    for container in (status and status.container_statuses) or []:
+        state = container.state
+        if state and state.terminated:
+            return state.terminated.reason, state.terminated.exit_code
+        if state and state.waiting and state.waiting.reason:
+            return state.waiting.reason, None
+    return (status.reason if status else None), None
