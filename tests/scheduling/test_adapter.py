@@ -1,6 +1,6 @@
 """The Django adapter: rows -> snapshot in fixed queries, plan -> rows in one transaction."""
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.core.management import call_command
@@ -123,3 +123,12 @@ def test_schedule_once_prints_what_it_did(demo, capsys):
     call_command("schedule", "--once")
     out = capsys.readouterr().out
     assert "bind" in out and "placed" in out
+
+
+def test_a_live_snapshot_dumps_to_a_replayable_fixture(demo, tmp_path, capsys):
+    from scheduling.engine.snapshot_io import snapshot_load
+
+    call_command("dump_snapshot", "--out", str(tmp_path / "live.json"))
+    replayed = snapshot_load(tmp_path / "live.json")
+    assert replayed == build_snapshot(now=datetime.fromtimestamp(replayed.now, tz=UTC))
+    assert "tessera would bind" in capsys.readouterr().out

@@ -1,0 +1,74 @@
+"""A snapshot as plain JSON and back, so a live situation can be replayed offline as a test.
+
+`python manage.py dump_snapshot --out case.json` writes one; `snapshot_load(path)` reads it back
+into the same frozen types, and `schedule()` decides exactly as it did on the live cluster.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from .plan import Bind, Preempt, Repartition
+from .types import Allocation, Gpu, Job, MigInstance, Node, Queue, Running, Snapshot
+
+FORMAT = 1
+_IN_FLIGHT = {"bind": Bind, "preempt": Preempt, "repartition": Repartition}
+
+
+def snapshot_to_dict(snapshot: Snapshot) -> dict:
+    data = dataclasses.asdict(snapshot)
+    data["in_flight"] = [dict(dataclasses.asdict(action), type=_kind(action)) for action in snapshot.in_flight]
+    return {"format": FORMAT, "snapshot": data}
+
+
+def snapshot_from_dict(document: dict) -> Snapshot:
+    if document.get("format") != FORMAT:
+        raise ValueError(f"unknown snapshot format {document.get('format')!r}; expected {FORMAT}")
+    data = document["snapshot"]
+    return Snapshot(
+        now=data["now"], nodes=tuple(_node(n) for n in data["nodes"]),
+        pending=tuple(_job(j) for j in data["pending"]), running=tuple(_running(r) for r in data["running"]),
+        queues=tuple(Queue(**q) for q in data["queues"]),
+        in_flight=tuple(_in_flight(a) for a in data["in_flight"]),
+        spine_oversubscription=data["spine_oversubscription"])
+
+
+def snapshot_dump(snapshot: Snapshot, path: Path) -> None:
+    path.write_text(json.dumps(snapshot_to_dict(snapshot), indent=1, sort_keys=True))
+
+
+def snapshot_load(path: Path) -> Snapshot:
+    return snapshot_from_dict(json.loads(Path(path).read_text()))
+
+
+def _kind(action) -> str:
+    return next(name for name, cls in _IN_FLIGHT.items() if isinstance(action, cls))
+
+
+def _node(data: dict) -> Node:
+    gpus = tuple(Gpu(**dict(g, mig_instances=tuple(MigInstance(**m) for m in g["mig_instances"])))
+                 for g in data["gpus"])
+    return Node(**dict(data, gpus=gpus))
+
+
+def _job(data: dict) -> Job:
+    return Job(**dict(data, gpu_models=tuple(data["gpu_models"])))
+
+
+def _allocations(items) -> tuple[Allocation, ...]:
+    return tuple(Allocation(**a) for a in items)
+
+
+def _running(data: dict) -> Running:
+    return Running(**dict(data, job=_job(data["job"]), allocations=_allocations(data["allocations"])))
+
+
+def _in_flight(data: dict):
+    fields = {k: v for k, v in data.items() if k != "type"}
+    if data["type"] == "bind":
+        fields["allocations"] = _allocations(fields["allocations"])
+    if data["type"] == "repartition":
+        fields["layout"] = tuple(tuple(slot) for slot in fields["layout"])
+    return _IN_FLIGHT[data["type"]](**fields)
