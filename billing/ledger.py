@@ -9,7 +9,7 @@ import operator
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from functools import reduce
 
@@ -182,6 +182,18 @@ def grouped(month: Month, fields: list[str], *, now=None, business_unit_id=None,
     rows = list(query)
     check_spans(rows, windows, str(month))
     return rows
+
+
+def job_cost(job, *, now: datetime | None = None) -> Decimal | None:
+    """What a job's GPU time has cost so far at the rates in force (None: it has used none yet).
+    Time with no rate in force counts as free here; the monthly report refuses it loudly."""
+    now = now or timezone.now()
+    intervals = UsageInterval.objects.filter(job=job)
+    first = intervals.aggregate(first=Min("started_at"))["first"]
+    if first is None:
+        return None
+    windows = rate_windows_between(day_start(first.date()), day_start(now.date()) + timedelta(days=1))
+    return money(intervals.aggregate(cost=Sum(F("gpu_fraction") * cost_expression(windows, now)))["cost"])
 
 
 class Names:

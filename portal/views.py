@@ -9,6 +9,7 @@ from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
+from billing.ledger import job_cost
 from portal import access, cluster_view, freshness, selectors, services, sizing
 from portal.forms import JobSubmitForm, SizingForm
 from portal.models import Membership, Project, Team
@@ -98,16 +99,7 @@ def job_detail(request, pk):
     return render(request, "portal/job_detail.html", {
         "job": job, "events": selectors.job_events(job), "placements": placements,
         "open_placements": [p for p in placements if p.ended_at is None], "gpu_hours": gpu_hours,
-        "cost": _cost(job, placements), "can_cancel": access.can_cancel(request.user, job)})
-
-
-def _cost(job, placements):
-    """Cost so far from billing's estimate when billing provides one; None until then."""
-    try:
-        from billing.services import job_cost_so_far  # owned by the billing issue
-    except ImportError:
-        return None
-    return job_cost_so_far(job=job, placements=placements)
+        "cost": job_cost(job), "can_cancel": access.can_cancel(request.user, job)})
 
 
 @login_required
