@@ -16,6 +16,7 @@ from .placement import allowed_models, as_whole, model_memory
 from .plan import PendingInfo
 from .plugins.tiers import tier_order
 from .types import Job
+from .wording import gpus
 
 
 def _gpu_free_units(gpu) -> float:
@@ -83,6 +84,29 @@ def estimate_start(session, job: Job, ahead: float = 0.0) -> float | None:
         return max(ends[0], session.now) if ends else None
     at = bisect.bisect_left(cumulative, missing - 1e-9)
     return max(ends[at], session.now) if at < len(ends) else None
+
+
+def _later(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else max(a, b)
+
+
+def _team_frees_room(session, job: Job) -> float | None:
+    """When the team's own running jobs, ending as expected, leave room under its burst limit."""
+    from .actions.common import min_units
+    limit = session.queue(job.team).burst_limit_gpus
+    if limit is None:
+        return session.now
+    excess = session.usage.get(job.team, 0.0) + min_units(session, job) - limit
+    if excess <= 1e-9:
+        return session.now
+    ends = sorted((m.started_at + m.job.expected_runtime_s, m.units) for m in
+                  (m for members in session.members.values() for m in members)
+                  if m.team == job.team and m.job is not None)
+    for end, units in ends:
+        excess -= units
+        if excess <= 1e-9:
+            return max(end, session.now)
+    return None
 
 
 def _largest_free_group(session, job: Job, models) -> tuple[int, int]:
@@ -201,7 +225,7 @@ def diagnose(session, job: Job) -> tuple[str, str]:
         q = session.queue(job.team)
         used = session.usage.get(job.team, 0.0)
         if q.guaranteed_gpus > 0 and used >= q.guaranteed_gpus - 1e-9:
-            text = (f"team quota {used:g}/{q.guaranteed_gpus:g} GPUs in use and no idle GPU "
+            text = (f"team quota {gpus(used)}/{gpus(q.guaranteed_gpus)} GPUs in use and no idle GPU "
                     f"to borrow: {text}")
             code = "quota-no-idle"
     return code, text
@@ -225,6 +249,8 @@ def explain(session) -> dict[str, PendingInfo]:
         code, text = diagnose(session, job)
         held = session.book.by_holder.get(job.id)
         eta = held.at if held is not None else estimate_start(session, job, ahead[key])
+        if code == "burst-limit" and eta is not None:
+            eta = _later(eta, _team_frees_room(session, job))
         ahead[key] += min_units(session, job)
         infos[job.id] = PendingInfo(job.id, code, text, eta, team_rank[job.id], position)
     return infos

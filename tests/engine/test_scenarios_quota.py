@@ -1,5 +1,7 @@
 """Scenarios for quotas, fair share, priorities, preemption, reclaim and tiers."""
 
+import pytest
+
 from scheduling.engine import Allocation, Bind, Preempt, schedule
 from tests.engine.builders import NOW, binds_by_job, inference, job, node, running, snap
 
@@ -151,3 +153,20 @@ def test_positions_overall_follow_class():
     assert plan.pending["p1"].overall_position == 1
     assert [plan.pending[j].overall_position for j in ("t1", "t2")] == [2, 3]
     assert binds_by_job(plan) == {}
+
+
+def test_a_job_at_its_teams_burst_limit_is_expected_when_its_own_jobs_end():
+    mine = job("mine", team="web", gpus=2, expected_runtime_s=7200)  # started an hour ago: ends in ~1 h
+    plan = schedule(snap([node("n1")], [job("next", team="web", gpus=2)], [running(mine, "n1", [0, 1])],
+                         queues=[("web", 2, 2)]))
+    info = plan.pending["next"]
+    assert info.reason == "burst-limit"
+    assert "would hold 4 GPUs; its burst limit is 2" in info.message
+    assert info.eta == pytest.approx(NOW + 3600)
+
+
+def test_a_job_larger_than_its_teams_burst_limit_says_so():
+    plan = schedule(snap([node("n1")], [job("big", team="web", gpus=4)], queues=[("web", 2, 2)]))
+    assert plan.pending["big"].reason == "burst-limit"
+    assert "more than team web's burst limit of 2" in plan.pending["big"].message
+    assert plan.pending["big"].eta is None

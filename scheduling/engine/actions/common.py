@@ -10,6 +10,7 @@ from ..placement import allowed_models, as_whole, model_memory, place_job
 from ..plugins.fairshare import TeamDemand, deserved_shares
 from ..statement import Statement
 from ..types import Job
+from ..wording import gpus
 
 PLACED, OVER_QUOTA, DENIED, NO_FIT = "placed", "over-quota", "denied", "no-fit"
 
@@ -93,14 +94,17 @@ def burst_refusal(session, job: Job, units: float, used: float | None = None,
     q = session.queue(job.team)
     if used is None:
         used = session.usage.get(job.team, 0.0)
+    if q.burst_limit_gpus is not None and units > q.burst_limit_gpus + 1e-9:
+        return ("burst-limit", f"needs {gpus(units)} GPUs, more than team {job.team}'s burst limit of "
+                f"{gpus(q.burst_limit_gpus)}; it can start only once a platform admin raises the limit")
     if q.burst_limit_gpus is not None and used + units > q.burst_limit_gpus + 1e-9:
-        return ("burst-limit", f"team {job.team} would hold {used + units:g} GPUs; its burst "
-                f"limit is {q.burst_limit_gpus:g} (guaranteed {q.guaranteed_gpus:g})")
+        return ("burst-limit", f"team {job.team} would hold {gpus(used + units)} GPUs; its burst "
+                f"limit is {gpus(q.burst_limit_gpus)} (guaranteed {gpus(q.guaranteed_gpus)})")
     share = deserved(session).get(job.team, 0.0)
     if fair and session.features.fairshare and not job.production and \
             used + units > share + 1e-9:
-        return ("fair-share", f"team {job.team} holds {used:g} GPUs ({q.guaranteed_gpus:g} "
-                f"guaranteed); its fair share of idle GPUs this cycle is {share:g}")
+        return ("fair-share", f"team {job.team} holds {gpus(used)} GPUs ({gpus(q.guaranteed_gpus)} "
+                f"guaranteed); its fair share of idle GPUs this cycle is {gpus(share)}")
     return None
 
 
