@@ -76,7 +76,7 @@ def _to_engine_node(node: Node, job_by_instance: dict) -> engine.Node:
     leaf = node.leaf_switch
     gpus = tuple(
         engine.Gpu(index=gpu.index, uuid=gpu.uuid, model=gpu.model, memory_gb=gpu.memory_gb,
-                   mig_enabled=gpu.mig_enabled,
+                   mig_enabled=gpu.mig_enabled, mig_capable=gpu.mig_capable,
                    mig_instances=tuple(engine.MigInstance(profile=mi.profile, start=mi.start_slot,
                                                           job_id=job_by_instance.get(mi.pk))
                                        for mi in gpu.mig_instances.all()))

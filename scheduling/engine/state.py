@@ -21,7 +21,7 @@ class GpuState:
         self.index = gpu.index
         self.key = (node.name, gpu.index)
         self.outer = (node.model, node.tier)  # the index bucket of its node's model and tier
-        self.geometry = geometry
+        self.geometry = geometry if gpu.mig_capable else None
         self.memory_gb = gpu.memory_gb
         self.mig_enabled = gpu.mig_enabled and self.geometry is not None
         self.instances: dict[int, list] = {}

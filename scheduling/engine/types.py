@@ -41,7 +41,8 @@ class MigInstance:
 @dataclass(frozen=True)
 class Gpu:
     """One physical GPU. `layout_changed_at` is when its MIG mode/layout last changed
-    (for repartition hysteresis); None means long ago."""
+    (for repartition hysteresis); None means long ago. A GPU that is not `mig_capable` is
+    never repartitioned, whatever its model."""
 
     index: int
     uuid: str
@@ -51,6 +52,7 @@ class Gpu:
     mig_instances: tuple[MigInstance, ...] = ()
     layout_changed_at: float | None = None
     healthy: bool = True
+    mig_capable: bool = True  # False: a MIG model whose card or driver cannot be partitioned
 
 
 @dataclass(frozen=True)

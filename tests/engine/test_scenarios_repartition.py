@@ -112,3 +112,10 @@ def test_a_job_waiting_for_a_settling_layout_asks_for_no_second_one():
                           in_flight=first.repartitions))
     assert again.repartitions == ()
     assert again.pending["i"].reason == "repartition-pending"
+
+
+def test_a_gpu_that_is_not_mig_capable_is_never_repartitioned():
+    plain = node("n1", gpus=1)
+    plain = Node(**{**plain.__dict__, "gpus": (Gpu(**{**plain.gpus[0].__dict__, "mig_capable": False}),)})
+    plan = schedule(snap([plain], [inference("i", 15, cls="interactive")]))
+    assert plan.repartitions == ()

@@ -36,7 +36,7 @@ class _Planner:
         self.awaited = _awaited_slots(session)  # (model, tier) -> idle slots of in-flight layouts
 
     def aged(self, gpu) -> bool:
-        return (gpu.key not in self.planned and gpu.usable and
+        return (gpu.geometry is not None and gpu.key not in self.planned and gpu.usable and
                 (gpu.changed_at is None or self.session.now - gpu.changed_at >= self.min_age))
 
     def for_slice(self, job) -> bool:
