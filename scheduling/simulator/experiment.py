@@ -29,16 +29,23 @@ class RunResult:
     seconds: float
 
 
-def bind_policy(policy: Policy, trace: list[TraceTask]) -> Policy:
-    """Policies that learn from the workload (tessera) get the original task list."""
+def bind_policy(policy: Policy, trace: list[TraceTask],
+                nodes: list[NodeSpec] | None = None) -> Policy:
+    """Policies that learn from the workload (tessera) get the original task list and, given
+    the node list, the cluster's GPU milli per model."""
     bind = getattr(policy, "for_workload", None)
-    return bind([t.task for t in trace]) if bind else policy
+    if not bind:
+        return policy
+    capacity: dict[str, int] = {}
+    for n in nodes or []:
+        capacity[n.model] = capacity.get(n.model, 0) + 1000 * n.num_gpu
+    return bind([t.task for t in trace], capacity or None)
 
 
 def run_one(nodes: list[NodeSpec], trace: list[TraceTask], policy_name: str,
             seed: int) -> RunResult:
     started = time.perf_counter()
-    policy = bind_policy(REGISTRY.get(policy_name), trace)
+    policy = bind_policy(REGISTRY.get(policy_name), trace, nodes)
     fm = FragModel.from_tasks(t.task for t in trace)  # the paper's measure, for the metrics
     rng = random.Random(seed)  # one stream for the shuffle, copies, node order and ties
     capacity = 1000 * sum(n.num_gpu for n in nodes)

@@ -1,13 +1,14 @@
-"""Tessera's CPU-aware term: what it counts as stranded, and when it applies."""
+"""Tessera's CPU-aware term and model-pressure term: what they count, and when they apply."""
 
 import random
 
 from scheduling.engine.fgd import get_policy
 from scheduling.engine.fgd.frag import FragModel, TypicalShape
 from scheduling.engine.fgd.model import NodeState, Task
-from scheduling.engine.fgd.tessera import TesseraPolicy, cpu_per_gpu, stranded
+from scheduling.engine.fgd.tessera import TesseraPolicy, cpu_per_gpu, model_pressure, stranded
+from scheduling.simulator.experiment import bind_policy
 from scheduling.simulator.fill import run_fill
-from scheduling.simulator.traces import NodeSpec
+from scheduling.simulator.traces import NodeSpec, TraceTask
 
 FM = FragModel([TypicalShape(4000, 1000, 1, None, 1.0)])
 CPU_ONLY = Task(8000, 1, 0, 0)
@@ -61,3 +62,30 @@ def test_bound_tessera_fills_without_overcommitting():
     policy = get_policy("tessera").for_workload(seq)
     result = run_fill(nodes, seq, policy, FragModel.from_tasks(seq), random.Random(1))
     assert result.failed == 0 and result.used[-1] == 3000
+
+
+def test_model_pressure_is_constrained_demand_over_capacity():
+    capacity = {"T4": 2000, "G2": 6000}
+    tasks = [Task(1000, 1, 1, 1000, frozenset({"T4"})),  # all on T4
+             Task(1000, 1, 1, 1000, frozenset({"T4", "G2"})),  # split 1:3 by capacity
+             Task(1000, 1, 2, 1000), CPU_ONLY]
+    pressure = model_pressure(tasks, capacity)  # 4000 milli arrive; scaled to 8000 capacity
+    assert pressure["T4"] == 1250 * 2 / 2000 and pressure["G2"] == 750 * 2 / 6000
+
+
+def test_free_gpu_tasks_keep_off_models_constrained_tasks_need():
+    tessera = TesseraPolicy(cpg=4000, pressure={"T4": 0.9})
+    t4 = NodeState("T4", 104_000, 1, (1000, 1000))
+    g2 = t4._replace(model="G2")
+    free = Task(4000, 1, 1, 1000)
+    assert tessera.score(g2, free, FM) > tessera.score(t4, free, FM)
+    for task in (free._replace(spec=frozenset({"T4", "G2"})), CPU_ONLY):  # no penalty for these
+        assert tessera.score(g2, task, FM) == tessera.score(t4, task, FM)
+
+
+def test_bind_policy_passes_capacity_per_model():
+    nodes = [NodeSpec("a", 8000, 1, 2, "T4"), NodeSpec("b", 8000, 1, 2, "T4"),
+             NodeSpec("c", 8000, 1, 4, "G2")]
+    trace = [TraceTask("p", Task(1000, 1, 1, 1000, frozenset({"T4"})))]
+    policy = bind_policy(get_policy("tessera"), trace, nodes)
+    assert policy.pressure == {"T4": 8000 / 1000 * 1000 / 4000, "G2": 0.0}
