@@ -224,7 +224,9 @@ def diagnose(session, job: Job) -> tuple[str, str]:
     if session.features.quota:
         q = session.queue(job.team)
         used = session.usage.get(job.team, 0.0)
-        if q.guaranteed_gpus > 0 and used >= q.guaranteed_gpus - 1e-9:
+        idle = _release_curve(session, models)[0]
+        # Only when there truly is nothing idle to borrow; otherwise the shape reason stands.
+        if q.guaranteed_gpus > 0 and used >= q.guaranteed_gpus - 1e-9 and idle <= 1e-9:
             text = (f"team quota {gpus(used)}/{gpus(q.guaranteed_gpus)} GPUs in use and no idle GPU "
                     f"to borrow: {text}")
             code = "quota-no-idle"

@@ -170,3 +170,23 @@ def test_a_job_larger_than_its_teams_burst_limit_says_so():
     assert plan.pending["big"].reason == "burst-limit"
     assert "more than team web's burst limit of 2" in plan.pending["big"].message
     assert plan.pending["big"].eta is None
+
+
+def test_a_team_at_its_guarantee_is_told_the_real_reason_when_gpus_are_idle():
+    # Team web holds its guarantee; 14 GPUs are idle but no node has the 8 its jobs need
+    # (the first holds a reservation, the second is the one explained).
+    mine = job("mine", team="web", gpus=1)
+    plan = schedule(snap([node("n1"), node("n2")], [job("big", team="web", gpus=8), job("big2", team="web", gpus=8)],
+                         [running(mine, "n1", [0]), running(job("other", team="b", gpus=1), "n2", [0])],
+                         queues=[("web", 1, 16)]))
+    info = plan.pending["big2"]
+    assert info.reason == "no-free-gpus"
+    assert "no idle GPU to borrow" not in info.message and "largest free group is 7" in info.message
+
+
+def test_a_team_at_its_guarantee_with_nothing_idle_is_told_so():
+    busy = [running(job(f"b{i}", team="b"), "n1", [i]) for i in range(7)]
+    busy.append(running(job("mine", team="web"), "n1", [7]))
+    plan = schedule(snap([node("n1")], [job("next", team="web")], busy, queues=[("web", 1, 4), ("b", 7, 8)]))
+    info = plan.pending["next"]
+    assert info.reason == "quota-no-idle" and "no idle GPU to borrow" in info.message
