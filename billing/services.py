@@ -6,7 +6,7 @@ Placements are the source of truth; `usage_intervals_sync` rebuilds whatever a d
 """
 
 from datetime import datetime
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 
 from django.db import transaction
 from django.db.models import F, OuterRef, Q, Subquery, Value
@@ -15,19 +15,14 @@ from django.db.models.functions import Coalesce, Greatest
 from billing.models import Rate, UsageInterval
 from scheduling.models import CapacityTier, Gpu, Placement
 
-SIX_PLACES = Decimal("0.000001")
-
 
 class BillingError(Exception):
     """A write that would break a ledger invariant; the message says which."""
 
 
 def placement_gpu_fraction(placement: Placement) -> Decimal:
-    """GPU units a placement is billed for: compute slices / 7 for MIG, else its share."""
-    if placement.mig_instance_id:
-        slices = Decimal(placement.mig_instance.compute_slices)
-        return (slices / 7).quantize(SIX_PLACES, rounding=ROUND_HALF_UP)
-    return Decimal(placement.share_milli) / 1000
+    """GPU units a placement is billed for (see Placement.billed_fraction)."""
+    return placement.billed_fraction()
 
 
 def _check_room(placement: Placement, fraction: Decimal, at: datetime) -> None:

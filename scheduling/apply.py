@@ -19,7 +19,6 @@ from scheduling import engine
 from scheduling.engine import mig
 from scheduling.models import ActionRequest, Gpu, Job, MigInstance, Placement
 from scheduling.services import job_event_add, placement_start
-from scheduling.snapshot import PENDING_STATUSES
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +42,7 @@ def apply_plan(plan: engine.Plan, *, now: datetime) -> ApplyResult:
     gpus = _gpus_by_place(plan.binds)
     for job_id, binds in binds_by_job.items():
         job = jobs.get(int(job_id))
-        if job is None or job.status not in PENDING_STATUSES or not _bind_job(job, binds, gpus, now, result):
+        if job is None or job.status not in Job.WAITING_STATUSES or not _bind_job(job, binds, gpus, now, result):
             result.skipped_jobs.append(int(job_id))
     for preemption in plan.preemptions:
         _request_preemption(jobs.get(int(preemption.job_id)), preemption, now, result)
@@ -157,7 +156,7 @@ def _write_pending_info(plan: engine.Plan, jobs: dict[int, Job], now) -> None:
     changed = []
     for job_id, info in plan.pending.items():
         job = jobs.get(int(job_id))
-        if job is None or job.status not in PENDING_STATUSES:
+        if job is None or job.status not in Job.WAITING_STATUSES:
             continue
         job.pending_reason_code = info.reason[:40]
         job.pending_reason = info.message[:500]

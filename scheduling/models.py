@@ -1,5 +1,7 @@
 """Cluster state and work: the rows the scheduling engine's snapshot is built from."""
 
+from decimal import ROUND_HALF_UP, Decimal
+
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
@@ -170,7 +172,9 @@ class Job(models.Model):
         FAILED = "failed", "Failed"
         CANCELLED = "cancelled", "Cancelled"
 
-    ACTIVE_STATUSES = ("pending", "running", "checkpointing", "preempted")
+    WAITING_STATUSES = ("pending", "preempted")  # the scheduler may place these
+    HOLDING_STATUSES = ("running", "checkpointing")  # these hold placements
+    ACTIVE_STATUSES = WAITING_STATUSES + HOLDING_STATUSES
     FINISHED_STATUSES = ("completed", "failed", "cancelled")
 
     team = models.ForeignKey("portal.Team", on_delete=models.PROTECT, related_name="jobs")
@@ -275,12 +279,17 @@ class Placement(models.Model):
         target = self.mig_instance or self.gpu
         return f"{self.job} on {target}"
 
+    def billed_fraction(self) -> Decimal:
+        """GPU units held, as the ledger bills them: a MIG instance counts compute slices / 7,
+        anything else its share."""
+        if self.mig_instance_id:
+            slices = Decimal(self.mig_instance.compute_slices)
+            return (slices / 7).quantize(Decimal("0.000001"), rounding=ROUND_HALF_UP)
+        return Decimal(self.share_milli) / 1000
+
     @property
     def gpu_fraction(self) -> float:
-        """GPU units held: a MIG instance counts compute slices / 7, a share its fraction."""
-        if self.mig_instance_id:
-            return self.mig_instance.compute_slices / 7
-        return self.share_milli / 1000
+        return float(self.billed_fraction())
 
 
 class JobEvent(models.Model):

@@ -24,7 +24,6 @@ RELEASE_STATUSES = {
     "failed": Job.Status.FAILED,
     "cancelled": Job.Status.CANCELLED,
 }
-FINAL_STATUSES = {Job.Status.COMPLETED, Job.Status.FAILED, Job.Status.CANCELLED}
 
 
 def job_event_add(*, job: Job, at: datetime, kind: str, message: str = "") -> JobEvent:
@@ -45,7 +44,7 @@ def job_release(*, job_id: int, at: datetime, reason: str, progress_s: float | N
     job = Job.objects.select_for_update().get(pk=job_id)
     placements = list(job.placements.select_for_update().filter(ended_at__isnull=True))
     target = RELEASE_STATUSES[reason]
-    if not placements and (job.status in FINAL_STATUSES or job.status == target):
+    if not placements and (job.status in Job.FINISHED_STATUSES or job.status == target):
         return False
     ended = max(at, *(p.started_at for p in placements)) if placements else at
     for placement in placements:
@@ -53,11 +52,11 @@ def job_release(*, job_id: int, at: datetime, reason: str, progress_s: float | N
         placement.end_reason = reason
         placement.save(update_fields=["ended_at", "end_reason"])
         usage_interval_close(placement=placement, at=ended, reason=reason)
-    status = job.status if job.status in FINAL_STATUSES else target
+    status = job.status if job.status in Job.FINISHED_STATUSES else target
     job.status = status
     if progress_s is not None:
         job.progress_s = progress_s
-    if status in FINAL_STATUSES:
+    if status in Job.FINISHED_STATUSES:
         job.finished_at = max(ended, job.submitted_at)
     job.borrowed = False
     job.save(update_fields=["status", "progress_s", "finished_at", "borrowed", "updated_at"])

@@ -17,8 +17,6 @@ from portal.models import Team
 from scheduling import engine
 from scheduling.models import ActionRequest, Gpu, Job, MigInstance, NetworkSwitch, Node, Placement
 
-PENDING_STATUSES = ("pending", "preempted")
-HOLDING_STATUSES = ("running", "checkpointing")
 DEFAULT_RUNTIME_S = 3600.0
 
 
@@ -29,11 +27,11 @@ def epoch(moment: datetime | None) -> float | None:
 def build_snapshot(now: datetime | None = None) -> engine.Snapshot:
     now = now or timezone.now()
     open_placements = list(
-        Placement.objects.filter(ended_at__isnull=True, job__status__in=HOLDING_STATUSES)
+        Placement.objects.filter(ended_at__isnull=True, job__status__in=Job.HOLDING_STATUSES)
         .select_related("job__team", "job__project", "job__priority_class", "gpu__node", "mig_instance"))
     nodes = _nodes(open_placements)
     max_node_gpus = max((len(node.gpus) for node in nodes), default=8) or 8
-    pending_rows = (Job.objects.filter(status__in=PENDING_STATUSES)
+    pending_rows = (Job.objects.filter(status__in=Job.WAITING_STATUSES)
                     .select_related("team", "project", "priority_class").order_by("id"))
     pending = tuple(to_engine_job(job, max_node_gpus) for job in pending_rows)
     running = _running(open_placements, max_node_gpus)
