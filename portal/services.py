@@ -9,10 +9,10 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from billing.services import usage_intervals_close_for_job
 from portal import access, freshness, selectors, sizing
 from portal.models import Project
 from scheduling.models import Job, JobEvent, PriorityClass
+from scheduling.services import job_release
 
 MAX_CPU_CORES = 512
 MIN_CHECKPOINT_INTERVAL_S = 60
@@ -113,15 +113,11 @@ def job_cancel(*, user, job: Job) -> Job:
     job = Job.objects.select_for_update().get(pk=job.pk)
     if not job.is_active:
         raise ValidationError({"status": f"The job is already {job.status}."})
-    now = timezone.now()
-    usage_intervals_close_for_job(job=job, at=now, reason="cancelled")
-    job.placements.filter(ended_at__isnull=True).update(ended_at=now, end_reason="cancelled")
-    job.status, job.finished_at = Job.Status.CANCELLED, now
-    job.queue_position_team = job.queue_position_overall = job.estimated_start = None
-    job.pending_reason_code, job.pending_reason = "", ""
-    job.save()
-    _event(job, "cancelled", f"Cancelled by {user.username}.")
-    freshness.teams_changed([job.team_id])
+    # The same release as a finish or a preemption: placements and ledger close together.
+    job_release(job_id=job.pk, at=timezone.now(), reason="cancelled", message=f"Cancelled by {user.username}.")
+    Job.objects.filter(pk=job.pk).update(queue_position_team=None, queue_position_overall=None,
+                                         estimated_start=None, pending_reason_code="", pending_reason="")
+    job.refresh_from_db()
     return job
 
 
