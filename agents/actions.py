@@ -33,7 +33,8 @@ from scheduling.services import job_event_add, job_release
 log = logging.getLogger(__name__)
 REQUESTED, CONFIRMED, FAILED = "requested", "confirmed", "failed"
 HOLDING = Job.HOLDING_STATUSES
-RELEASE_REASONS = {"preempt": "preempted", "reclaim": "reclaimed", "spot-reclaim": "spot-reclaimed"}
+RELEASE_REASONS = {"preempt": "preempted", "reclaim": "reclaimed", "consolidate": "moved",
+                   "spot-reclaim": "spot-reclaimed"}
 MAX_STEPS = 8
 
 

@@ -21,6 +21,8 @@ from scheduling.models import ActionRequest, Gpu, Job, MigInstance, Placement
 from scheduling.services import job_event_add, placement_start
 
 log = logging.getLogger(__name__)
+PREEMPTION_WHY = {"preempt": "run a higher-priority job", "reclaim": "reclaim its guarantee",
+                  "consolidate": "start (it restarts from its checkpoint on free GPUs elsewhere)"}
 
 
 @dataclass
@@ -137,9 +139,9 @@ def _request_preemption(job: Job | None, preemption: engine.Preempt, now, result
                               "reason": preemption.reason}})
     if created:
         result.action_ids.append(action.pk)
-        why = "reclaim its guarantee" if preemption.reason == "reclaim" else "run a higher-priority job"
         job_event_add(job=job, at=now, kind="preemption-requested",
-                      message=f"Asked to stop so job #{preemption.for_job_id} can {why}.")
+                      message=f"Asked to stop so job #{preemption.for_job_id} can "
+                              f"{PREEMPTION_WHY.get(preemption.reason, PREEMPTION_WHY['preempt'])}.")
 
 
 def _request_repartition(repartition: engine.Repartition, now, result: ApplyResult) -> None:

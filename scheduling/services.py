@@ -17,6 +17,7 @@ from scheduling.models import Job, JobEvent, Placement
 RELEASE_STATUSES = {
     "preempted": Job.Status.PREEMPTED,
     "reclaimed": Job.Status.PREEMPTED,
+    "moved": Job.Status.PREEMPTED,  # consolidation: restarted from its checkpoint elsewhere
     "node-lost": Job.Status.PREEMPTED,
     "spot-reclaimed": Job.Status.PREEMPTED,
     "bind-failed": Job.Status.PENDING,

@@ -205,9 +205,15 @@ def _held_note(session, job: Job, models) -> str:
     return f"; free GPUs reserved for other jobs: {'; '.join(parts[:3])} (it would still be running)"
 
 
+CONSOLIDATION_TEXT = ("jobs are moving to free GPUs elsewhere to make room; it starts once their GPUs "
+                      "are released")
+
+
 def diagnose(session, job: Job) -> tuple[str, str]:
     if job.id in session.reasons:
         return session.reasons[job.id]
+    if job.id in session.consolidating:
+        return ("waiting-for-consolidation", CONSOLIDATION_TEXT)
     if job.id in session.nominated:
         return ("waiting-for-preemption", "jobs were asked to stop to make room; it starts "
                 "once their GPUs are released")

@@ -34,6 +34,16 @@ POLICIES.register("tessera", Policy(
              "sharing", "memory", "binpack"),
 ))
 
+# tessera plus consolidation (actions/consolidate.py): moves checkpointing jobs into gaps so a
+# blocked whole-node job can start. Not the default: over five generated 256-GPU scenarios it
+# raised utilisation by 0.005 on average (between -0.017 and +0.024, within run-to-run noise)
+# for 1.8x the preemptions.
+POLICIES.register("tessera-consolidate", Policy(
+    name="tessera-consolidate",
+    plugins=POLICIES.get("tessera").plugins,
+    actions=("allocate", "backfill", "reclaim", "preempt", "consolidate", "repartition"),
+))
+
 # Kubernetes as shipped: GPUs are opaque integers (a sub-GPU job takes a whole GPU), no MIG,
 # no sharing, least-allocated spreading, pods placed one by one (no gangs), no topology.
 POLICIES.register("k8s-default", Policy(

@@ -45,6 +45,7 @@ class Session:
         self.settling_mig_nodes: set[str] = set()  # nodes with an unconfirmed MIG layout
         self.preempting: set[str] = set()   # victims already asked to stop
         self.nominated: dict[str, int] = {}  # preemptor -> victims it waits for
+        self.consolidating: set[str] = set()  # preemptors whose victims are only moving
         self.reasons: dict[str, tuple[str, str]] = {}
         self.blocked_behind: dict[str, str] = {}  # unused since reservations; kept for callers
         self.book = Book(self)  # reservations for blocked jobs (EASY backfilling)
@@ -74,6 +75,8 @@ class Session:
             elif isinstance(action, Preempt):
                 self.preempting.add(action.job_id)
                 self.nominated[action.for_job_id] = self.nominated.get(action.for_job_id, 0) + 1
+                if action.reason == "consolidate":
+                    self.consolidating.add(action.for_job_id)
         for node in self.nodes.values():
             for gpu in node.gpus:
                 self.reindex_gpu(gpu)

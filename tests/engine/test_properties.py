@@ -135,6 +135,10 @@ def _check_victims(before, plan):
     guaranteed = {q.team: q.guaranteed_gpus for q in before.queues}
     for p in plan.preemptions:
         victim, preemptor = runs[p.job_id], jobs[p.for_job_id]
+        if p.reason == "consolidate":  # a move, not a loss: only jobs that restart cheaply
+            assert victim.job.checkpoints and victim.job.preemptible and not victim.job.production
+            assert victim.job.priority <= preemptor.priority
+            continue
         if victim.job.team != preemptor.team and not victim.borrowed:
             need = preemptor.total_gpus or 0.0
             assert preemptor.production
@@ -144,7 +148,7 @@ def _check_victims(before, plan):
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(clusters(), jobs("j"), jobs("k"), queues, st.sampled_from(["tessera", "k8s-default",
-                                                                   "binpack"]))
+                                                                   "binpack", "tessera-consolidate"]))
 def test_invariants_hold_over_cycles(cluster, first, second, qs, policy):
     state = snap(cluster, first, queues=qs)
     for cycle in range(3):

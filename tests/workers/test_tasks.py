@@ -64,9 +64,9 @@ def test_a_node_that_stops_answering_is_lost_and_its_jobs_requeued(cluster, work
     assert_invariants(cluster, [job])
 
 
-def preempt_action(job):
+def preempt_action(job, reason="preempt"):
     return ActionRequest.objects.create(key=f"preempt:{job.pk}:{int(job.started_at.timestamp())}", kind="preempt",
-                                        job=job, payload={"job_id": str(job.pk), "for_job_id": "", "reason": "preempt"})
+                                        job=job, payload={"job_id": str(job.pk), "for_job_id": "", "reason": reason})
 
 
 def finish_actions(workers):
@@ -169,5 +169,20 @@ def test_a_cancelled_job_has_its_pods_stopped_by_the_next_reconcile(cluster, wor
     job.refresh_from_db()
     assert job.status == "cancelled"
     assert UsageInterval.objects.filter(job=job).count() == 2
+    assert not UsageInterval.objects.filter(job=job, ended_at__isnull=True).exists()
+    assert_invariants(cluster, [job])
+
+
+def test_a_consolidation_move_requeues_the_job_from_its_checkpoint(cluster, workers):
+    workers.start()
+    job = job_add("mover", runtime_s=600, interval_s=3600)
+    place(workers, job)
+    job.refresh_from_db()
+    action = preempt_action(job, reason="consolidate")
+    assert workers.run(tasks.execute_action, action.pk) in ("requested", "confirmed")
+    finish_actions(workers)
+    job.refresh_from_db()
+    assert job.status == "preempted" and job.progress_s > 0
+    assert events(job, "moved") == 1 and events(job, "preempted") == 0
     assert not UsageInterval.objects.filter(job=job, ended_at__isnull=True).exists()
     assert_invariants(cluster, [job])
