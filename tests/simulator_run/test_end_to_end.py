@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import csv
 import json
+import statistics
 from pathlib import Path
+
+import pytest
 
 from scheduling.simulator.run import main
 from scheduling.simulator.run.generate import generate
@@ -46,3 +50,21 @@ def test_generate_is_seeded_and_loads(tmp_path):
     assert spec.gpus == 32 and {g.tier for g in spec.groups} == {"reserved", "on-demand", "spot"}
     assert {j.kind for j in jobs} == {"inference", "training", "interactive", "batch"}
     assert max(j.gpus for j in jobs) <= 32 and max(j.submit_s for j in jobs) <= 12 * 3600
+
+
+@pytest.mark.parametrize("seed", [7, 8, 9])
+def test_generated_demand_exceeds_capacity_inside_the_window(tmp_path, seed):
+    from scheduling.simulator.run.generate import LOAD_BAND
+
+    _, jobs_path = generate("mixed", 64, 24, seed, tmp_path)
+    rows = list(csv.DictReader(jobs_path.open()))
+    horizon = 24 * 3600
+    asked = sum((int(r["gpus"]) or float(r["gpu_mem_gb"]) / 80)
+                * max(0.0, min(float(r["duration_s"]), horizon - float(r["submit_s"]))) for r in rows)
+    assert LOAD_BAND[0] <= asked / (64 * horizon) <= LOAD_BAND[1]
+    # The window opens on a busy cluster: a cluster's worth of training is there in the first
+    # minute, and it is not all short work (length-biased: a job is there in proportion to its
+    # run time).
+    opening = [r for r in rows if r["kind"] == "training" and float(r["submit_s"]) <= 60]
+    assert sum(int(r["gpus"]) for r in opening) >= 64
+    assert statistics.median(float(r["duration_s"]) for r in opening) > 3600

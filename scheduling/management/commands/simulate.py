@@ -8,7 +8,7 @@ from scheduling.simulator.cli import main
 
 
 class Command(BaseCommand):
-    help = "Trace-driven scheduling experiments (fill; run and generate later). No database."
+    help = "Scheduling experiments: fill (FGD traces), run and generate (mixed cluster). No database."
     requires_system_checks: list = []
     requires_migrations_checks = False
 

@@ -4,8 +4,10 @@ Cluster: HGX H100 (NVSwitch, 8×NDR) on reserved and spot, HGX A100-80GB on on-d
 8 nodes, 2 leaves per spine at 2:1 oversubscription, a quarter of the reserved nodes in MIG mode.
 Workload: inference services sized from real model footprints (engine.memory.memory_need_gb)
 with diurnal replica counts; notebooks in working hours; best-effort evaluations; training of
-1-64 GPUs with heavy-tailed durations resampled from Philly's runtimes (else a lognormal),
-offered at more GPU-hours than the cluster has.
+1-64 GPUs with heavy-tailed durations resampled from Philly's runtimes (else a lognormal).
+Demand exceeds capacity in the window itself: the run opens on the training in flight in a
+busy cluster (length-biased, part done), and the training stream is re-drawn until everything
+asked for inside the window comes to LOAD_BAND times the cluster's GPU-hours.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ TEAMS = (("search", "consumer", 0.14, 0.40, 1.0, 0.0), ("ads", "consumer", 0.14,
          ("nlp", "labs", 0.14, 0.60, 1.0, 0.25), ("platform", "infra", 0.04, 0.20, 0.5, 0.0))
 TRAINING_SIZES = ((1, 0.30), (2, 0.12), (4, 0.18), (8, 0.22), (16, 0.10), (32, 0.05), (64, 0.03))
 OVERLOAD = 1.3  # offered training GPU-hours / the GPU-hours the cluster has
+BACKLOG = 1.0   # training GPUs in flight when the window opens / the cluster's GPUs
+LOAD_BAND = (1.25, 1.35)  # all demand's GPU-hours inside the window / the cluster's GPU-hours
+MAX_DRAWS = 64
 
 
 def generate(scenario: str, gpus: int, hours: float, seed: int, out: Path) -> tuple[Path, Path]:
@@ -54,8 +59,8 @@ def generate(scenario: str, gpus: int, hours: float, seed: int, out: Path) -> tu
     rng = random.Random(seed)
     cluster = make_cluster(gpus)
     horizon = hours * 3600
-    rows = services(rng, gpus, horizon) + notebooks(rng, gpus, horizon) + \
-        evaluations(rng, gpus, horizon) + training(rng, gpus, horizon)
+    rows = services(rng, gpus, horizon) + notebooks(rng, gpus, horizon) + evaluations(rng, gpus, horizon)
+    rows += overloading_training(seed, rows, gpus, horizon)
     rows.sort(key=lambda r: (r["submit_s"], r["job_id"]))
     out.mkdir(parents=True, exist_ok=True)
     cluster_path, jobs_path = out / "cluster.json", out / "jobs.csv"
@@ -143,18 +148,52 @@ def evaluations(rng: random.Random, gpus: int, horizon: float) -> list[dict]:
     return rows
 
 
+def overloading_training(seed: int, rows: list[dict], gpus: int, horizon: float) -> list[dict]:
+    """Training whose demand exceeds capacity in this window, not just on average: with
+    heavy-tailed runtimes one draw may offer 1.0x the cluster and the next 1.5x, so streams are
+    drawn (each from its own seed) until the realised load falls in LOAD_BAND."""
+    base = offered_gpu_hours(rows, horizon)
+    capacity = gpus * horizon / 3600
+    for draw in range(MAX_DRAWS):
+        stream = training(random.Random(f"{seed}/training/{draw}"), gpus, horizon)
+        if LOAD_BAND[0] <= (base + offered_gpu_hours(stream, horizon)) / capacity <= LOAD_BAND[1]:
+            return stream
+    raise ValueError(f"no training stream within {LOAD_BAND} of capacity in {MAX_DRAWS} draws")
+
+
+def offered_gpu_hours(rows: list[dict], horizon: float) -> float:
+    """GPU-hours the jobs ask for inside [0, horizon] on an ideal placement (a sub-GPU job
+    counts its memory over an 80 GB GPU's)."""
+    total = 0.0
+    for row in rows:
+        inside = max(0.0, min(row["duration_s"], horizon - row["submit_s"]))
+        total += (row["gpus"] or row["gpu_mem_gb"] / 80) * inside / 3600
+    return total
+
+
 def training(rng: random.Random, gpus: int, horizon: float) -> list[dict]:
     durations = philly_durations()
-    sample = (lambda: rng.choice(durations)) if durations else \
-        (lambda: _lognormal(rng, 1200, 1.8, 600, 86400))
+    if not durations:
+        durations = [_lognormal(rng, 1200, 1.8, 600, 86400) for _ in range(5000)]
+
+    def sample() -> float:
+        return rng.choice(durations)
+
+    def length_biased() -> float:
+        return rng.choices(durations, weights=durations)[0]
     mean_gpus = sum(s * p for s, p in TRAINING_SIZES)
-    mean_s = sum(durations) / len(durations) if durations else 4 * 3600
+    mean_s = sum(durations) / len(durations)
     rate = OVERLOAD * gpus / (mean_gpus * mean_s)
     rows, t, backlog = [], 0.0, 0
-    # A queue that built up before the window (about one cluster's worth of GPUs asked for),
-    # then Poisson arrivals: demand exceeds capacity from the start, not after a warm-up.
-    while backlog < gpus:
-        rows.append(_training_row(rng, len(rows), rng.uniform(0, 600), sample(), gpus))
+    # The window opens on a cluster in steady state, not an empty one: the training in flight
+    # (running or queued) at a random instant, BACKLOG x the cluster's GPUs of it. Jobs in
+    # flight at an instant are length-biased (a job is there in proportion to how long it
+    # runs) and have a uniform share of their work left; drawn otherwise, the backlog is
+    # mostly ten-minute jobs that are gone within the hour and the first hours see an idle,
+    # under-asked cluster, a warm-up no real cluster has.
+    while backlog < BACKLOG * gpus:
+        left = length_biased() * rng.random()
+        rows.append(_training_row(rng, len(rows), rng.uniform(0, 60), left, gpus))
         backlog += rows[-1]["gpus"]
     while (t := t + rng.expovariate(rate)) < horizon:
         rows.append(_training_row(rng, len(rows), t, sample(), gpus))
