@@ -4,6 +4,11 @@ import sys
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["simulate"]:
+        # The simulator needs no database, server or settings, so not a SECRET_KEY either.
+        from scheduling.simulator.cli import main as simulate
+
+        sys.exit(simulate(sys.argv[2:]))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     from django.core.management import execute_from_command_line
 

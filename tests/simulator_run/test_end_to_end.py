@@ -68,3 +68,20 @@ def test_generated_demand_exceeds_capacity_inside_the_window(tmp_path, seed):
     opening = [r for r in rows if r["kind"] == "training" and float(r["submit_s"]) <= 60]
     assert sum(int(r["gpus"]) for r in opening) >= 64
     assert statistics.median(float(r["duration_s"]) for r in opening) > 3600
+
+
+def test_manage_py_simulate_needs_no_settings(tmp_path):
+    """The README's `python manage.py simulate ...` works on a fresh machine: no SECRET_KEY,
+    DEBUG or database configured."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items()
+           if k not in {"SECRET_KEY", "DEBUG", "DATABASE_URL", "DJANGO_SETTINGS_MODULE"}}
+    done = subprocess.run([sys.executable, "manage.py", "simulate", "generate", "--gpus", "32",
+                           "--hours", "2", "--seed", "1", "--out", str(tmp_path)],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "cluster.json").exists() and (tmp_path / "jobs.csv").exists()
