@@ -5,7 +5,15 @@ import random
 from scheduling.engine.fgd import get_policy
 from scheduling.engine.fgd.frag import FragModel, TypicalShape
 from scheduling.engine.fgd.model import NodeState, Task
-from scheduling.engine.fgd.tessera import TesseraPolicy, cpu_per_gpu, model_pressure, stranded
+from scheduling.engine.fgd.tessera import (
+    TesseraPolicy,
+    cpu_per_gpu,
+    hole_values,
+    item_prices,
+    model_pressure,
+    simplex_max,
+    stranded,
+)
 from scheduling.simulator.experiment import bind_policy
 from scheduling.simulator.fill import run_fill
 from scheduling.simulator.traces import NodeSpec, TraceTask
@@ -89,3 +97,44 @@ def test_bind_policy_passes_capacity_per_model():
     trace = [TraceTask("p", Task(1000, 1, 1, 1000, frozenset({"T4"})))]
     policy = bind_policy(get_policy("tessera"), trace, nodes)
     assert policy.pressure == {"T4": 8000 / 1000 * 1000 / 4000, "G2": 0.0}
+
+
+def test_item_prices_charge_what_the_optimum_leaves_out():
+    # 2 GPUs, requests 810 x2 and 190 x2 (scaled to exactly fill them): packs perfectly, so the
+    # 810s and 190s are worth their size (price 0). Three 470s and two 810s on 3 GPUs: one
+    # 470 or 810 must share badly, so some price is above 0.
+    assert all(v == 0.0 for v in item_prices([Task(1, 1, 1, 810), Task(1, 1, 1, 190)], 2).values())
+    prices = item_prices([Task(1, 1, 1, 470)] * 3 + [Task(1, 1, 1, 810)] * 2, 3)
+    assert all(v >= 0.0 for v in prices.values()) and max(prices.values()) > 0.0
+
+
+def test_simplex_max_small_lp():
+    # max 3x + 2y, x + y <= 4, x + 3y <= 6 -> x = 4, y = 0; duals (3, 0).
+    opt, duals = simplex_max([3, 2], [[1, 1], [1, 3]], [4, 6])
+    assert abs(opt - 12) < 1e-9 and abs(duals[0] - 3) < 1e-9 and abs(duals[1]) < 1e-9
+
+
+def test_hole_values_are_the_best_fill_at_prices():
+    holes = hole_values({810: 0.0, 190: 0.0, 470: 100.0})
+    assert holes[0] == 0.0 and holes[189] == 0.0 and holes[190] == 190.0
+    assert holes[470] == 380.0 and holes[1000] == 1000.0  # 190 + 190; 810 + 190
+    assert all(a <= b for a, b in zip(holes, holes[1:], strict=False))
+
+
+def test_shares_go_where_they_waste_no_priced_room():
+    """A 220 on a node with a 450 hole (beside a 550) and a 350 hole (beside a 650). FGD's measure
+    ties (FM knows only whole-GPU tasks) and keeps the fuller GPU, leaving a dead 130. At LP
+    prices the 350 hole is worth a 320 and the 450 hole 220 + 230, so the 220 takes the 450
+    hole and leaves 230 for a 230."""
+    prices = {220: 0.0, 230: 0.0, 320: 0.0, 550: 0.0, 650: 0.0, 1000: 0.0}
+    node = NodeState("G2", 64_000, 1, (450, 350))
+    task = Task(4000, 1, 1, 220)
+    assert TesseraPolicy(cpg=4000).share_pick(node, task, FM, None) == 350
+    assert TesseraPolicy(cpg=4000, prices=prices).share_pick(node, task, FM, None) == 450
+
+
+def test_bound_tessera_learns_prices_only_with_a_node_list():
+    tasks = [Task(4000, 1, 1, 810), Task(4000, 1, 1, 470), Task(4000, 1, 1, 1000)]
+    assert get_policy("tessera").for_workload(tasks).holes is None
+    bound = get_policy("tessera").for_workload(tasks, {"G2": 3000})
+    assert bound.holes is not None and len(bound.holes) == 1001
