@@ -37,7 +37,7 @@ POLICIES.register("tessera", Policy(
 # tessera plus consolidation (actions/consolidate.py): moves checkpointing jobs into gaps so a
 # blocked whole-node job can start. Not the default: over five generated 256-GPU scenarios it
 # raised utilisation by 0.005 on average (between -0.017 and +0.024, within run-to-run noise)
-# for 1.8x the preemptions.
+# for 1.9x the preemptions.
 POLICIES.register("tessera-consolidate", Policy(
     name="tessera-consolidate",
     plugins=POLICIES.get("tessera").plugins,
