@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..statement import Statement
 from ..types import Job
 from .common import allowed_models, as_whole, model_memory, search_order
-from .slices import find_slice
+from .slices import find_share, find_slice
 from .whole import _allocate_on, _single_node, host_capacity, multi_node_group, whole_candidates
 
 __all__ = ["allowed_models", "as_whole", "find_slice", "host_capacity", "model_memory",
@@ -31,7 +31,12 @@ def place_job(session, job: Job, stmt: Statement) -> bool:
         if not (job.production and session.features.gang):
             return False
         # Production inference always gets resources: rather than wait for a repartition it
-        # takes whole GPUs (bigger than its need, never smaller).
+        # shares a whole-mode GPU (memory-bounded, as MPS would), else takes whole GPUs
+        # (bigger than its need, never smaller).
+        stmt.discard()
+        if session.features.option("production_shares", True) and \
+                _place_with(session, job, models, stmt, find_share):
+            return True
         stmt.discard()
     count = job.gpus or 1
     if session.features.gang and session.features.topology and job.gang_size > 1:
@@ -49,9 +54,13 @@ def place_job(session, job: Job, stmt: Statement) -> bool:
 
 
 def _place_slices(session, job: Job, models, stmt: Statement) -> bool:
+    return _place_with(session, job, models, stmt, find_slice)
+
+
+def _place_with(session, job: Job, models, stmt: Statement, finder) -> bool:
     placed_all = True
     for member in range(job.gang_size):
-        hit = find_slice(session, job, models)
+        hit = finder(session, job, models)
         if hit is None:
             placed_all = False
             if session.features.gang:

@@ -29,6 +29,18 @@ def find_slice(session, job: Job, models):
     return None
 
 
+def find_share(session, job: Job, models):
+    """(node, allocation) sharing any whole-mode GPU, MIG-capable ones included, or None: where
+    production inference goes when no MIG slice is free, rather than onto a whole GPU."""
+    if not session.features.sharing:
+        return None
+    for tier, model in search_order(session, job, models):
+        hit = _share_slot(session, job, model, tier)
+        if hit:
+            return hit
+    return None
+
+
 def _larger_idle(session, job: Job, models):
     """No exact-size instance, slot or share anywhere: rather than wait for a repartition,
     take an idle instance bigger than the need, the smallest such by compute slices."""
