@@ -22,7 +22,15 @@ from ..placement import as_whole, place_job
 from ..plan import Preempt
 from ..statement import Statement
 from .common import burst_refusal, min_units, ordered, request_shape, within_guarantee
-from .evict import MIN_RUNTIME_S, NODE_TRIES, _candidates, _runners, _victims_by_node, _victims_on, victim_key
+from .evict import (
+    MIN_RUNTIME_S,
+    NODE_TRIES,
+    stoppable_runners,
+    undecided_waiting,
+    victim_key,
+    victims_by_node,
+    victims_on,
+)
 from .gang_victims import gang_nodes, gang_victims, per_node_gpus
 
 ATTEMPTS = 8
@@ -33,9 +41,9 @@ RESTART_S = 120.0  # what a move costs a job beyond its lost work: save, stop, r
 def consolidate(session) -> None:
     attempts = session.features.option("consolidate_attempts", ATTEMPTS)
     settled = session.now - session.features.option("min_runtime_s", MIN_RUNTIME_S)
-    movable = [m for m in _runners(session) if _movable(session, m, settled)]
+    movable = [m for m in stoppable_runners(session) if _movable(session, m, settled)]
     failed: set = set()
-    for job in ordered(session, _candidates(session)):
+    for job in ordered(session, undecided_waiting(session)):
         if attempts <= 0 or not movable:
             return
         key = request_shape(job)
@@ -83,7 +91,7 @@ def _moves_for(session, job, pool) -> list[str] | None:
     restart); else None. A gang over several nodes takes the k nodes cheapest to empty."""
     cost = _move_costs(session, pool)
     with _levelled(session, job):
-        by_node = _victims_by_node(session, job, pool)
+        by_node = victims_by_node(session, job, pool)
         if gang_nodes(session, job) > 1:
             options = [gang_victims(session, job, by_node, cost, _total)]
         else:
@@ -118,7 +126,7 @@ def _one_node_options(session, job, by_node, cost) -> list[list[str]]:
     options = []
     for node in sorted(by_node, key=looks)[:NODE_TRIES]:
         victims = by_node[node]
-        movers = _victims_on(session, job, sorted(victims, key=lambda v: (cost[v], v)))
+        movers = victims_on(session, job, sorted(victims, key=lambda v: (cost[v], v)))
         if movers:
             options.append((_total(cost, movers), node, movers))
     options.sort(key=lambda o: o[:2])

@@ -44,13 +44,13 @@ def preempt(session) -> None:
 
 def _evict_for(session, eligible, reason: str, need_guarantee: bool) -> None:
     attempts = session.features.option("preempt_attempts", ATTEMPTS)
-    runners = _runners(session)
+    runners = stoppable_runners(session)
     if not runners:
         return
     priorities = [m.job.priority for m in runners]  # runners are sorted by class
     failed: set = set()  # request shapes that found no victims this cycle
     settled = session.now - session.features.option("min_runtime_s", MIN_RUNTIME_S)
-    for job in ordered(session, _candidates(session)):
+    for job in ordered(session, undecided_waiting(session)):
         if attempts <= 0:
             return
         key = (request_shape(job), job.team, job.priority)
@@ -90,7 +90,7 @@ def _victims_under_reservations(session, job, pool):
         return find_victims(session, job, pool)
 
 
-def _runners(session):
+def stoppable_runners(session):
     """First member of every running job the engine may stop (not ones placed this cycle),
     lowest class first."""
     firsts = []
@@ -102,7 +102,8 @@ def _runners(session):
     return firsts
 
 
-def _candidates(session):
+def undecided_waiting(session):
+    """Waiting jobs no earlier action has explained or found victims for."""
     return [j for j in session.waiting()
             if j.id not in session.reasons and j.id not in session.blocked_behind
             and j.id not in session.nominated]
@@ -133,13 +134,13 @@ def find_victims(session, job, pool) -> list[str] | None:
     """The cheapest set of victims after which `job` fits: on one node, or over the k
     cheapest nodes for a gang that needs k nodes; else None."""
     keys = {m.job_id: victim_key(session, m) for m in pool}
-    by_node = _victims_by_node(session, job, pool)
+    by_node = victims_by_node(session, job, pool)
     if gang_nodes(session, job) > 1:
         return gang_victims(session, job, by_node, keys, _cost)
     nodes = sorted(by_node, key=lambda n: (min(keys[v] for v in by_node[n]), n))
     best = None
     for node in nodes[:NODE_TRIES]:
-        chosen = _victims_on(session, job, sorted(by_node[node], key=keys.get))
+        chosen = victims_on(session, job, sorted(by_node[node], key=keys.get))
         if chosen is not None:
             cost = _cost(keys, chosen)
             if best is None or cost < best[0]:
@@ -147,7 +148,7 @@ def find_victims(session, job, pool) -> list[str] | None:
     return best[1] if best else None
 
 
-def _victims_by_node(session, job, pool) -> dict[str, set]:
+def victims_by_node(session, job, pool) -> dict[str, set]:
     """Victims per node of an allowed model, leaving out nodes where even stopping all of
     them frees too few whole GPUs for a whole-GPU job (the probe would only fail there)."""
     models = set(allowed_models(session, job))
@@ -162,7 +163,7 @@ def _victims_by_node(session, job, pool) -> dict[str, set]:
     return {n: v for n, v in by_node.items() if freeable_gpus(session.nodes[n], v) >= need}
 
 
-def _victims_on(session, job, ordered_victims) -> list[str] | None:
+def victims_on(session, job, ordered_victims) -> list[str] | None:
     stmt = Statement(session)
     chosen = []
     try:
