@@ -68,6 +68,15 @@ class Book:
         return [r for r in self.items if r.holder in self.masked]
 
     @contextmanager
+    def seen_by(self, job, holder=None):
+        """The reservations that bind `job` masked, as its placement must see them, except the
+        one held by `holder` (default: the job itself), which it may use."""
+        self.level(job.priority)
+        own = self.by_holder.get((holder or job).id)
+        with self.lifted([own] if own is not None else []):
+            yield
+
+    @contextmanager
     def lifted(self, reservations):
         """Unmask these reservations for one tentative placement."""
         lifted = [r for r in reservations if r.holder in self.masked]

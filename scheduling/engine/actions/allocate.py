@@ -40,15 +40,11 @@ def place(session, job, allow_borrow: bool, fair: bool = True) -> str:
     if not session.features.reserve:
         return try_place(session, job, allow_borrow, fair)
     book = session.book
-    book.level(job.priority)
     own = book.by_holder.get(job.id)
-    if own is None:
+    with book.seen_by(job):
         outcome = try_place(session, job, allow_borrow, fair)
-    else:
-        with book.lifted([own]):
-            outcome = try_place(session, job, allow_borrow, fair)
-        if outcome == PLACED:
-            book.drop(own)
+    if own is not None and outcome == PLACED:
+        book.drop(own)
     if outcome == NO_FIT:
         reserve_for(session, job)
     return outcome

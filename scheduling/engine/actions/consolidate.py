@@ -16,15 +16,15 @@ so the waiting job's reservation lands on them and the movers on the gaps they f
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
+from contextlib import nullcontext
 
 from ..placement import as_whole, place_job
-from ..plan import Preempt
 from ..statement import Statement
 from .common import burst_refusal, min_units, ordered, request_shape, within_guarantee
 from .evict import (
     MIN_RUNTIME_S,
     NODE_TRIES,
+    nominate,
     stoppable_runners,
     undecided_waiting,
     victim_key,
@@ -58,7 +58,7 @@ def consolidate(session) -> None:
         if movers is None:
             failed.add(key)
             continue
-        _nominate(session, job, movers)
+        nominate(session, job, movers, "consolidate")
         movable = [m for m in movable if m.job_id not in session.preempting]
 
 
@@ -153,28 +153,7 @@ def _units(job) -> float:
     return (job.gpus or job.gpu_milli / 1000) * job.gang_size
 
 
-@contextmanager
 def _levelled(session, job, holder=None):
-    """The reservations that bind `job` masked, as allocate would see them, except that of
-    `holder` (default: the job's own). Once the waiting job is placed its reservation is gone,
-    so the movers placed after it are not kept off it."""
-    if not session.features.reserve:
-        yield
-        return
-    book = session.book
-    book.level(job.priority)
-    own = book.by_holder.get((holder or job).id)
-    with book.lifted([own] if own is not None else []):
-        yield
-
-
-def _nominate(session, job, movers) -> None:
-    for mover in movers:
-        session.preemptions.append(Preempt(job_id=mover, for_job_id=job.id, reason="consolidate"))
-        session.preempting.add(mover)
-    session.nominated[job.id] = len(movers)
-    session.consolidating.add(job.id)
-    session.reasons[job.id] = (
-        "waiting-for-consolidation",
-        f"{len(movers)} job(s) are moving to free GPUs elsewhere to make room "
-        f"({', '.join(movers)}); it starts once their GPUs are released")
+    """The reservations as allocate would show them to `job`. Once the waiting job is placed
+    its reservation is gone, so the movers placed after it pass `holder` to use it too."""
+    return session.book.seen_by(job, holder) if session.features.reserve else nullcontext()

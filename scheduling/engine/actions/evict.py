@@ -12,11 +12,10 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import defaultdict
 
-from ..placement import allowed_models, as_whole, place_job
+from ..placement import allowed_models, as_whole
 from ..plan import Preempt
-from ..statement import Statement
 from .common import burst_refusal, min_units, ordered, request_shape, within_guarantee
-from .gang_victims import freeable_gpus, gang_nodes, gang_victims, per_node_gpus
+from .gang_victims import fits_now, freeable_gpus, gang_nodes, gang_victims, per_node_gpus, shortest_prefix
 
 NODE_TRIES = 12
 ATTEMPTS = 24
@@ -74,7 +73,7 @@ def _evict_for(session, eligible, reason: str, need_guarantee: bool) -> None:
         attempts -= 1
         victims = _victims_under_reservations(session, job, pool)
         if victims:
-            _nominate(session, job, victims, reason)
+            nominate(session, job, victims, reason)
         else:
             failed.add(key)
 
@@ -82,11 +81,9 @@ def _evict_for(session, eligible, reason: str, need_guarantee: bool) -> None:
 def _victims_under_reservations(session, job, pool):
     """Victims are sought where the job may go: not on GPUs reserved for a job of its class or
     above, except its own reservation."""
-    book = session.book
     if not session.features.reserve:
         return find_victims(session, job, pool)
-    book.level(job.priority)
-    with book.lifted([r for r in (book.by_holder.get(job.id),) if r is not None]):
+    with session.book.seen_by(job):
         return find_victims(session, job, pool)
 
 
@@ -164,29 +161,21 @@ def victims_by_node(session, job, pool) -> dict[str, set]:
 
 
 def victims_on(session, job, ordered_victims) -> list[str] | None:
-    stmt = Statement(session)
-    chosen = []
-    try:
-        for victim in ordered_victims:
-            stmt.evict(victim)
-            chosen.append(victim)
-            probe = Statement(session)
-            fits = place_job(session, job, probe)
-            probe.discard()
-            if fits:
-                return chosen
-        return None
-    finally:
-        stmt.discard()
+    """The shortest prefix of these victims (best first) after which `job` fits, or None."""
+    return shortest_prefix(session, ordered_victims, lambda: fits_now(session, job))
 
 
-def _nominate(session, job, victims, reason: str) -> None:
+# What a job waits for once its victims are asked to stop, by the Preempt's reason.
+WAITING = {"consolidate": ("waiting-for-consolidation", "are moving to free GPUs elsewhere")}
+STOPPING = ("waiting-for-preemption", "asked to stop")
+
+
+def nominate(session, job, victims, reason: str) -> None:
     for victim in victims:
         session.preemptions.append(Preempt(job_id=victim, for_job_id=job.id, reason=reason))
         session.preempting.add(victim)
     session.nominated[job.id] = len(victims)
-    names = ", ".join(victims)
+    code, what = WAITING.get(reason, STOPPING)
     session.reasons[job.id] = (
-        "waiting-for-preemption",
-        f"{len(victims)} job(s) asked to stop to make room ({names}); it starts once their "
-        "GPUs are released")
+        code, f"{len(victims)} job(s) {what} to make room ({', '.join(victims)}); it starts once "
+        "their GPUs are released")

@@ -89,17 +89,33 @@ def _free_nodes(session, job, per) -> dict[str, list]:
 def _prefix_on(session, job, node, ordered_victims, per) -> list[str] | None:
     """The shortest prefix of the node's victims (best first) that makes room for `per`
     members there, or None."""
+    return shortest_prefix(session, ordered_victims,
+                           lambda: node.ready and host_capacity(node, job, job.gpus or 1) >= per)
+
+
+def shortest_prefix(session, ordered_victims, has_room) -> list[str] | None:
+    """The shortest prefix of `ordered_victims` after whose eviction `has_room()` holds, or
+    None; the session is left as it was."""
     stmt = Statement(session)
     chosen = []
     try:
         for victim in ordered_victims:
             stmt.evict(victim)
             chosen.append(victim)
-            if node.ready and host_capacity(node, job, job.gpus or 1) >= per:
+            if has_room():
                 return chosen
         return None
     finally:
         stmt.discard()
+
+
+def fits_now(session, job) -> bool:
+    """Whether `job` would fit as the session stands (a probe placement, undone)."""
+    probe = Statement(session)
+    try:
+        return place_job(session, job, probe)
+    finally:
+        probe.discard()
 
 
 def _fits_without(session, job, victims) -> bool:
@@ -107,9 +123,6 @@ def _fits_without(session, job, victims) -> bool:
     try:
         for victim in victims:
             stmt.evict(victim)
-        probe = Statement(session)
-        fits = place_job(session, job, probe)
-        probe.discard()
-        return fits
+        return fits_now(session, job)
     finally:
         stmt.discard()
