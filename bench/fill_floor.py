@@ -33,14 +33,14 @@ on are all dropped, and every task may be placed or dropped freely, in hindsight
   not a bound for every policy, only a measure of the room left to a policy of that kind.
 
 Tessera's hole term (scheduling/engine/fgd/tessera.py) prices request sizes with the same LP,
-solved once on the original task list; the LP solve (simplex_max, SciPy HiGHS) is shared from there.
+solved once on the original task list; the LP (configuration_duals, over SciPy's HiGHS) and its
+knapsack (best_pattern) are shared from there.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import sys
 from collections import Counter
@@ -49,7 +49,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scheduling.engine.fgd.model import MILLI, Task  # noqa: E402
-from scheduling.engine.fgd.tessera import simplex_max  # noqa: E402
+from scheduling.engine.fgd.tessera import best_pattern, configuration_duals  # noqa: E402
 from scheduling.simulator.cli import parse_seeds  # noqa: E402
 from scheduling.simulator.fill import arrival_sequence  # noqa: E402
 from scheduling.simulator.metrics import bin_events  # noqa: E402
@@ -82,24 +82,6 @@ def _value(item: Item) -> float:
     return item[0] + (FORCE_BONUS if item[1] else 0.0)
 
 
-def best_pattern(kinds: list[Item], values: list[float], caps: list[int]
-                 ) -> tuple[float, tuple[int, ...]]:
-    """Max sum a_i*values_i over a_i <= caps_i with sum a_i*size_i <= 1000 (one GPU)."""
-    g = math.gcd(MILLI, *(s for s, _ in kinds))
-    width = MILLI // g
-    best: list[tuple[float, tuple[int, ...]]] = [(0.0, (0,) * len(kinds))] * (width + 1)
-    for i, ((s, _), v, k) in enumerate(zip(kinds, values, caps, strict=True)):
-        if v <= 0:
-            continue
-        w = s // g
-        for _ in range(min(k, MILLI // s)):  # 0/1 copies
-            for cap in range(width, w - 1, -1):
-                val, pat = best[cap - w]
-                if val + v > best[cap][0] + 1e-9:
-                    best[cap] = (val + v, pat[:i] + (pat[i] + 1,) + pat[i + 1:])
-    return max(best, key=lambda vp: vp[0])
-
-
 def dual_bound(items: Counter[Item], n_gpus: int, lam: dict[Item, float]) -> float:
     """An upper bound on the milli placed by any packing that places every forced item.
 
@@ -107,7 +89,8 @@ def dual_bound(items: Counter[Item], n_gpus: int, lam: dict[Item, float]) -> flo
     duality gives placed + BONUS*forced <= N*mu + sum n_i*lam_i."""
     kinds = sorted(items)
     lam_v = [max(0.0, lam.get(t, 0.0)) for t in kinds]
-    mu, _ = best_pattern(kinds, [_value(t) - x for t, x in zip(kinds, lam_v, strict=True)],
+    mu, _ = best_pattern([s for s, _ in kinds],
+                         [_value(t) - x for t, x in zip(kinds, lam_v, strict=True)],
                          [items[t] for t in kinds])
     n_forced = sum(k for (_, f), k in items.items() if f)
     return (n_gpus * max(0.0, mu) + sum(items[t] * x for t, x in zip(kinds, lam_v, strict=True))
@@ -115,26 +98,10 @@ def dual_bound(items: Counter[Item], n_gpus: int, lam: dict[Item, float]) -> flo
 
 
 def lp_duals(items: Counter[Item], n_gpus: int, pool: set) -> dict[Item, float]:
-    """Column generation for the configuration LP; returns lam (item duals). pool keeps the
-    patterns (as (item, count) pairs) across calls."""
+    """lam (item duals) of the configuration LP; pool keeps the patterns across calls."""
     kinds = sorted(items)
-    caps = [items[t] for t in kinds]
-    for i, t in enumerate(kinds):
-        pool.add(((t, min(caps[i], MILLI // t[0])),))
-    lam = [0.0] * len(kinds)
-    for _ in range(1000):
-        pats = [p for p in pool if all(items.get(t, 0) >= k for t, k in p)]
-        c = [sum(_value(t) * k for t, k in p) for p in pats]
-        rows = [[1.0] * len(pats)]
-        for t in kinds:
-            rows.append([float(dict(p).get(t, 0)) for p in pats])
-        _, duals = simplex_max(c, rows, [n_gpus] + caps)
-        mu, lam = duals[0], duals[1:]
-        val, pat = best_pattern(kinds, [_value(t) - x for t, x in zip(kinds, lam, strict=True)],
-                                caps)
-        if val - mu <= 1e-6:
-            break
-        pool.add(tuple((t, k) for t, k in zip(kinds, pat, strict=True) if k))
+    lam = configuration_duals(kinds, [s for s, _ in kinds], [_value(t) for t in kinds],
+                              [items[t] for t in kinds], n_gpus, pool)
     return dict(zip(kinds, lam, strict=True))
 
 

@@ -132,8 +132,8 @@ def simplex_max(c: list[float], rows: list[list[float]], b: list[float]
     return -res.fun, [max(0.0, -m) for m in res.ineqlin.marginals]
 
 
-def _best_pattern(sizes: list[int], values: list[float], caps: list[int]
-                  ) -> tuple[float, tuple[int, ...]]:
+def best_pattern(sizes: list[int], values: list[float], caps: list[int]
+                 ) -> tuple[float, tuple[int, ...]]:
     """Max sum a_i*values_i over a_i <= caps_i with sum a_i*sizes_i <= 1000 (one GPU)."""
     g = math.gcd(MILLI, *sizes)
     width = MILLI // g
@@ -150,9 +150,33 @@ def _best_pattern(sizes: list[int], values: list[float], caps: list[int]
     return max(best, key=lambda vp: vp[0])
 
 
+def configuration_duals(kinds: list, sizes: list[int], values: list[float], caps: list[int],
+                        n_gpus: int, pool: set | None = None) -> list[float]:
+    """Item duals of the configuration LP: up to caps[i] items of kind i (sizes[i] milli, worth
+    values[i]) packed into n_gpus GPUs of 1000 milli for the most value, by column generation.
+    `pool` carries patterns, as ((kind, count), ...), across calls; those asking for a kind not
+    offered now, or for more of one than offered, sit out."""
+    pool = set() if pool is None else pool
+    index = {k: i for i, k in enumerate(kinds)}
+    for i, kind in enumerate(kinds):
+        pool.add(((kind, min(caps[i], MILLI // sizes[i])),))
+    lam = [0.0] * len(kinds)
+    for _ in range(1000):
+        pats = sorted(p for p in pool if all(k in index and caps[index[k]] >= n for k, n in p))
+        c = [float(sum(values[index[k]] * n for k, n in p)) for p in pats]
+        rows = [[1.0] * len(pats)] + [[float(dict(p).get(k, 0)) for p in pats] for k in kinds]
+        _, duals = simplex_max(c, rows, [n_gpus, *caps])
+        mu, lam = duals[0], duals[1:]
+        val, pat = best_pattern(sizes, [v - x for v, x in zip(values, lam, strict=True)], caps)
+        if val - mu <= 1e-6:
+            break
+        pool.add(tuple((k, n) for k, n in zip(kinds, pat, strict=True) if n))
+    return lam
+
+
 def item_prices(tasks: Iterable[Task], n_gpus: int) -> dict[int, float]:
     """Dual prices, per per-GPU request size, of packing the task list, scaled to fill n_gpus
-    exactly, into n_gpus GPUs of 1000 milli (the configuration LP, by column generation).
+    exactly, into n_gpus GPUs of 1000 milli (the configuration LP).
 
     A price is what one such request gives up, in milli, in an optimal packing: 0 for the
     sizes that always fit, up to its own size for those the optimum would rather leave out.
@@ -167,19 +191,7 @@ def item_prices(tasks: Iterable[Task], n_gpus: int) -> dict[int, float]:
     scale = n_gpus * MILLI / placed
     sizes = sorted(items)
     caps = [max(1, round(items[s] * scale)) for s in sizes]
-    pool = {((i, min(k, MILLI // s)),) for i, (s, k) in enumerate(zip(sizes, caps, strict=True))}
-    lam = [0.0] * len(sizes)
-    for _ in range(1000):
-        pats = sorted(pool)
-        c = [float(sum(sizes[i] * k for i, k in p)) for p in pats]
-        rows = [[1.0] * len(pats)] + [[float(dict(p).get(i, 0)) for p in pats]
-                                      for i in range(len(sizes))]
-        _, duals = simplex_max(c, rows, [n_gpus, *caps])
-        mu, lam = duals[0], duals[1:]
-        val, pat = _best_pattern(sizes, [s - x for s, x in zip(sizes, lam, strict=True)], caps)
-        if val - mu <= 1e-6:
-            break
-        pool.add(tuple((i, k) for i, k in enumerate(pat) if k))
+    lam = configuration_duals(sizes, sizes, [float(s) for s in sizes], caps, n_gpus)
     return {s: max(0.0, x) for s, x in zip(sizes, lam, strict=True)}
 
 
