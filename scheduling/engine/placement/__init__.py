@@ -34,10 +34,10 @@ def place_job(session, job: Job, stmt: Statement) -> bool:
         # shares a whole-mode GPU (memory-bounded, as MPS would), else takes whole GPUs
         # (bigger than its need, never smaller).
         stmt.discard()
-        if session.features.option("production_shares", True) and \
-                _place_with(session, job, models, stmt, find_share):
-            return True
-        stmt.discard()
+        if session.features.option("production_shares", True):
+            if _place_with(session, job, models, stmt, find_share):
+                return True
+            stmt.discard()
     count = job.gpus or 1
     if session.features.gang and session.features.topology and job.gang_size > 1:
         return _place_gang_topology(session, job, models, stmt)

@@ -13,7 +13,9 @@ asked for inside the window comes to LOAD_BAND times the cluster's GPU-hours.
 from __future__ import annotations
 
 import csv
+import functools
 import io
+import itertools
 import json
 import math
 import random
@@ -174,13 +176,14 @@ def offered_gpu_hours(rows: list[dict], horizon: float) -> float:
 def training(rng: random.Random, gpus: int, horizon: float) -> list[dict]:
     durations = philly_durations()
     if not durations:
-        durations = [_lognormal(rng, 1200, 1.8, 600, 86400) for _ in range(5000)]
+        durations = tuple(_lognormal(rng, 1200, 1.8, 600, 86400) for _ in range(5000))
+    cumulative = list(itertools.accumulate(durations))  # what choices(weights=) would build per call
 
     def sample() -> float:
         return rng.choice(durations)
 
     def length_biased() -> float:
-        return rng.choices(durations, weights=durations)[0]
+        return rng.choices(durations, cum_weights=cumulative)[0]
     mean_gpus = sum(s * p for s, p in TRAINING_SIZES)
     mean_s = sum(durations) / len(durations)
     rate = OVERLOAD * gpus / (mean_gpus * mean_s)
@@ -217,14 +220,15 @@ def _training_row(rng: random.Random, number: int, submit: float, duration: floa
     return row
 
 
-def philly_durations() -> list[float]:
+@functools.cache
+def philly_durations() -> tuple[float, ...]:
     """Philly job runtimes (s), clipped to 10 min..24 h so that a 48 h run sees whole jobs."""
     for path in (PHILLY, PHILLY_FALLBACK):
         if path.exists():
             with open(path, newline="") as handle:
                 values = [float(r["runtime"]) for r in csv.DictReader(handle) if r.get("runtime")]
-            return [min(86400.0, max(600.0, v)) for v in values if v > 0]
-    return []
+            return tuple(min(86400.0, max(600.0, v)) for v in values if v > 0)
+    return ()
 
 
 def _lognormal(rng: random.Random, median: float, sigma: float, low: float, high: float) -> float:
