@@ -4,9 +4,9 @@ target check. Every file is written atomically (temp file + rename): never half 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
+
+from .. import report
 
 ROWS = (  # (label, metric key, sub-key or None, format)
     ("gpu_allocation", "gpu_allocation", None, "{:.3f}"),
@@ -36,19 +36,10 @@ ROWS = (  # (label, metric key, sub-key or None, format)
 
 
 def write_atomic(path: str | Path, text: str) -> None:
+    """report.write_atomic (never half a file), creating the folder first."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temp, 0o666 & ~umask)  # mkstemp makes 0600; a result file is an ordinary file
-        os.replace(temp, path)
-    except BaseException:
-        os.unlink(temp)
-        raise
+    report.write_atomic(path, text)
 
 
 def _cell(metrics: dict, key: str, sub: str | None, fmt: str) -> str:
