@@ -9,7 +9,7 @@ def main() -> None:
         from scheduling.simulator.cli import main as simulate
 
         sys.exit(simulate(sys.argv[2:]))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tessera.settings")
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(sys.argv)

@@ -68,3 +68,9 @@ def resume_actions() -> dict:
     states = {action_id: actions.action_advance(action_id=action_id, backend=backend)
               for action_id in services.requested_actions()}
     return {"advanced": len(states), "still_waiting": sorted(a for a, s in states.items() if s == actions.REQUESTED)}
+
+
+@shared_task(name="agents.ping")
+def ping(value: str) -> str:
+    """A round trip through the broker; the smoke tests use it to prove a worker is alive."""
+    return f"pong:{value}"

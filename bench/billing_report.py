@@ -59,7 +59,7 @@ def setup_django(url: str) -> None:
     os.environ["DATABASE_URL"] = url
     os.environ.setdefault("SECRET_KEY", "bench-secret-key-not-for-production-0123456789")
     os.environ.setdefault("DEBUG", "0")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tessera.settings")
     import django
 
     django.setup()

@@ -42,7 +42,7 @@ def ensure_database() -> None:
 
 def setup_django() -> None:
     os.environ.update(ENV)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tessera.settings")
     sys.path.insert(0, str(ROOT))
     import django
 
@@ -169,7 +169,7 @@ def serve():
     else:
         raise SystemExit(f"port {PORT} is taken (a server left from an earlier run?); stop it first")
     env = dict(os.environ, **ENV)
-    command = [str(Path(sys.executable).parent / "gunicorn"), "portal.wsgi", "-w", "2", "-b", f"127.0.0.1:{PORT}",
+    command = [str(Path(sys.executable).parent / "gunicorn"), "tessera.wsgi", "-w", "2", "-b", f"127.0.0.1:{PORT}",
                "--log-level", "warning"]
     server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
     for _ in range(150):  # workers boot slowly on a busy machine

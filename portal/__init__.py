@@ -1,5 +1,5 @@
-"""Tessera's Django project and its tenancy + UI app."""
+"""Tenancy: business units, teams, projects, memberships and roles, and who may see what.
 
-from portal.celery import app as celery_app
-
-__all__ = ["celery_app"]
+The bottom layer of the Django apps: scheduling, billing, agents and the UI build on it; it
+imports none of them.
+"""

@@ -3,4 +3,4 @@ from django.apps import AppConfig
 
 class PortalConfig(AppConfig):
     name = "portal"
-    verbose_name = "Tenancy and portal"
+    verbose_name = "Tenancy"

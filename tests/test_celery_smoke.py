@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from portal.tasks import ping
+from agents.tasks import ping
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def worker():
     queue = f"smoke-{uuid.uuid4().hex[:8]}"
     process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool", "solo", "--queues", queue,
+        [sys.executable, "-m", "celery", "-A", "tessera", "worker", "--pool", "solo", "--queues", queue,
          "--loglevel", "WARNING", "--without-gossip", "--without-mingle", "--without-heartbeat"],
         cwd=ROOT, env=dict(os.environ, CELERY_TASK_ALWAYS_EAGER="0"), stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT)

@@ -10,8 +10,8 @@ from django.apps import apps
 from django.contrib import admin
 from django.urls import reverse
 
-from portal.demo import demo_load
 from scheduling.models import Gpu, Job, MigInstance, Node
+from ui.demo import demo_load
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.django_db

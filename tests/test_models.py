@@ -6,9 +6,9 @@ import pytest
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from portal.demo import demo_load
 from portal.models import BusinessUnit, Team
 from scheduling.models import Gpu, Job, MigInstance, Placement
+from ui.demo import demo_load
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,7 @@ import sys
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from portal import env
+from tessera import env
 
 GOOD_ENV = {"SECRET_KEY": "x" * 50, "DEBUG": "0", "DATABASE_URL": "sqlite:///tmp/settings-test.sqlite3"}
 

@@ -7,10 +7,24 @@ until the backend confirms them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .types import Allocation
+
+@dataclass(frozen=True)
+class Allocation:
+    """What one job member holds on one GPU: a whole GPU (milli=1000, no MIG), a MIG instance
+    (mig_profile + mig_start), or a share (milli < 1000 with memory_gb on a non-MIG GPU)."""
+
+    gpu_index: int
+    milli: int = 1000
+    memory_gb: float = 0.0
+    mig_profile: str | None = None
+    mig_start: int | None = None
+
+    @property
+    def kind(self) -> str:
+        if self.mig_profile is not None:
+            return "mig"
+        return "whole" if self.milli >= 1000 else "share"
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .plan import Bind, Preempt, Repartition
+from .plan import Allocation, Bind, Preempt, Repartition
 
 TIERS = ("reserved", "on-demand", "spot")
 INTERCONNECTS = ("nvswitch", "nvlink-pairs", "pcie")
@@ -74,24 +74,6 @@ class Node:
     nics: int = 8
     nic_gb_s: float = 48.0
     price_per_gpu_hour: float = 0.0
-
-
-@dataclass(frozen=True)
-class Allocation:
-    """What one job member holds on one GPU: a whole GPU (milli=1000, no MIG), a MIG instance
-    (mig_profile + mig_start), or a share (milli < 1000 with memory_gb on a non-MIG GPU)."""
-
-    gpu_index: int
-    milli: int = 1000
-    memory_gb: float = 0.0
-    mig_profile: str | None = None
-    mig_start: int | None = None
-
-    @property
-    def kind(self) -> str:
-        if self.mig_profile is not None:
-            return "mig"
-        return "whole" if self.milli >= 1000 else "share"
 
 
 @dataclass(frozen=True)

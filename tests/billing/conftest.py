@@ -2,7 +2,7 @@
 
 import pytest
 
-from portal.demo import demo_load
+from ui.demo import demo_load
 
 PASSWORDS = {"admin": "admin-demo-pass", "fiona": "fiona-demo-pass", "alice": "alice-demo-pass",
              "bob": "bob-demo-pass", "carol": "carol-demo-pass"}

@@ -9,13 +9,13 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from billing.models import UsageInterval
-from portal.demo import demo_load
 from scheduling import engine
 from scheduling.apply import apply_plan
 from scheduling.cycle import run_cycle
 from scheduling.models import ActionRequest, Gpu, Job, Node, Placement
 from scheduling.services import job_release
 from scheduling.snapshot import build_snapshot, member_shape
+from ui.demo import demo_load
 
 pytestmark = pytest.mark.django_db
 

@@ -15,9 +15,9 @@ from django.db.models import Count, Sum
 from django.utils import timezone
 
 from agents.backends.simulated import SimConfig, SimNode, SimulatedBackend
+from agents.tasks import ping
 from billing.models import UsageInterval
 from portal.models import BusinessUnit, Project, Team
-from portal.tasks import ping
 from scheduling.models import CapacityTier, Gpu, Job, NetworkSwitch, Node, Placement, PriorityClass
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,7 +91,7 @@ class Workers:
         env = dict(os.environ, CELERY_TASK_ALWAYS_EAGER="0", DATABASE_URL=url, TESSERA_FAILPOINTS=failpoints,
                    TESSERA_SIMULATED_STATE=self.state_path, **WORKER_SETTINGS)
         started = [subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool", "solo", "--queues", self.queue,
+            [sys.executable, "-m", "celery", "-A", "tessera", "worker", "--pool", "solo", "--queues", self.queue,
              "--loglevel", "WARNING", "--without-gossip", "--without-mingle", "--without-heartbeat",
              "--hostname", f"{self.queue}-{len(self.processes) + n}@%h"],
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for n in range(count)]

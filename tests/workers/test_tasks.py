@@ -154,7 +154,7 @@ def test_a_cancelled_job_has_its_pods_stopped_by_the_next_reconcile(cluster, wor
     from django.contrib.auth.models import User
 
     from portal.models import Membership
-    from portal.services import job_cancel
+    from scheduling.services import job_cancel
 
     workers.start()
     job = job_add("cancel-me", runtime_s=600)

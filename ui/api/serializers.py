@@ -1,0 +1,119 @@
+"""API representations; writes are validated for type here and for the cluster in services."""
+
+from rest_framework import serializers
+
+from portal.models import Team
+from scheduling.models import Job
+
+
+class JobSerializer(serializers.ModelSerializer):
+    team = serializers.CharField(source="team.name")
+    project = serializers.CharField(source="project.name")
+    priority_class = serializers.CharField(source="priority_class.name")
+    priority_value = serializers.IntegerField(source="priority_class.value")
+    submitted_by = serializers.CharField(source="submitted_by.username", default=None)
+
+    class Meta:
+        model = Job
+        fields = ["id", "name", "team", "project", "kind", "priority_class", "priority_value", "status",
+                  "gpus", "gpu_memory_gb", "gpu_models", "cpu_cores", "memory_gb", "gang",
+                  "checkpoint_interval_s", "expected_runtime_s", "preemptible", "image", "command",
+                  "submitted_by", "submitted_at", "started_at", "finished_at", "borrowed", "queue_order",
+                  "queue_position_team", "queue_position_overall", "estimated_start",
+                  "pending_reason_code", "pending_reason"]
+        read_only_fields = fields
+
+
+# The hot list endpoints build plain dicts from values_list() with these {API name: ORM path}
+# shapes (see ui.api.pagination) instead of running the serializers above row by row, several
+# times faster on a 50-row page; tests/portal/test_cache.py checks both give the same JSON.
+JOB_ROW = {name: name for name in JobSerializer.Meta.fields} | {
+    "team": "team__name", "project": "project__name", "priority_class": "priority_class__name",
+    "priority_value": "priority_class__value", "submitted_by": "submitted_by__username"}
+
+
+def as_dicts(rows, shape: dict[str, str]) -> list[dict]:
+    names = list(shape)
+    return [dict(zip(names, row, strict=True)) for row in rows]
+
+
+class JobSubmitSerializer(serializers.Serializer):
+    team = serializers.SlugField()
+    project = serializers.CharField(required=False, allow_blank=True, max_length=100)
+    name = serializers.SlugField(max_length=100)
+    kind = serializers.ChoiceField(choices=Job.Kind.choices)
+    priority_class = serializers.CharField(max_length=40)
+    gpus = serializers.IntegerField(min_value=0, max_value=4096, default=0)
+    gpu_memory_gb = serializers.FloatField(min_value=0, default=0)
+    mig_profile = serializers.CharField(required=False, allow_blank=True, max_length=30, default="")
+    gpu_model = serializers.CharField(required=False, allow_blank=True, max_length=40, default="")
+    gang = serializers.BooleanField(default=True)
+    cpu_cores = serializers.FloatField(min_value=0.1, default=1)
+    memory_gb = serializers.FloatField(min_value=0, default=8)
+    checkpoint_interval_s = serializers.IntegerField(min_value=0, required=False, allow_null=True, default=None)
+    expected_runtime_s = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
+    image = serializers.CharField(required=False, allow_blank=True, max_length=300, default="")
+    command = serializers.CharField(required=False, allow_blank=True, max_length=1000, default="")
+
+
+class ReprioritiseSerializer(serializers.Serializer):
+    priority_class = serializers.CharField(max_length=40)
+
+
+class ReorderSerializer(serializers.Serializer):
+    job_ids = serializers.ListField(child=serializers.IntegerField(min_value=1), max_length=100000)
+
+
+class QueueEntrySerializer(serializers.ModelSerializer):
+    priority_class = serializers.CharField(source="priority_class.name")
+    submitted_by = serializers.CharField(source="submitted_by.username", default=None)
+    position_team = serializers.IntegerField(source="queue_position_team")
+    position_overall = serializers.IntegerField(source="queue_position_overall")
+    reason_code = serializers.CharField(source="pending_reason_code")
+    reason = serializers.CharField(source="pending_reason")
+
+    class Meta:
+        model = Job
+        fields = ["id", "name", "status", "kind", "priority_class", "gpus", "gpu_memory_gb", "submitted_by",
+                  "submitted_at", "queue_order", "position_team", "position_overall", "estimated_start",
+                  "reason_code", "reason"]
+        read_only_fields = fields
+
+
+QUEUE_ROW = {name: name for name in QueueEntrySerializer.Meta.fields} | {
+    "priority_class": "priority_class__name", "submitted_by": "submitted_by__username",
+    "position_team": "queue_position_team", "position_overall": "queue_position_overall",
+    "reason_code": "pending_reason_code", "reason": "pending_reason"}
+
+
+class TeamSerializer(serializers.ModelSerializer):
+    business_unit = serializers.CharField(source="business_unit.name")
+    in_use_gpus = serializers.FloatField(source="in_use", read_only=True)
+    borrowed_gpus = serializers.FloatField(source="borrowed_units", read_only=True)
+    allowed_priority_classes = serializers.SlugRelatedField(many=True, read_only=True, slug_field="name")
+
+    class Meta:
+        model = Team
+        fields = ["name", "business_unit", "guaranteed_gpus", "burst_limit_gpus", "weight", "in_use_gpus",
+                  "borrowed_gpus", "allowed_priority_classes"]
+        read_only_fields = fields
+
+
+class SizingSerializer(serializers.Serializer):
+    params_billion = serializers.FloatField(min_value=0.001, max_value=10000)
+    precision = serializers.CharField(default="bf16")
+    workload = serializers.CharField(default="inference")
+    kv_cache_gb = serializers.FloatField(min_value=0, default=0)
+    activations_gb = serializers.FloatField(min_value=0, default=0)
+
+
+class ClusterNodeSerializer(serializers.Serializer):
+    """Shape of one node in the cluster inventory (built by ui.cluster_view, per role)."""
+
+    name = serializers.CharField()
+    tier = serializers.CharField()
+    leaf = serializers.CharField()
+    state = serializers.CharField()
+    interconnect = serializers.CharField()
+    gpu_model = serializers.CharField()
+    cells = serializers.ListField(child=serializers.DictField(), help_text="One per GPU; MIG instances in segments.")

@@ -1,0 +1,18 @@
+from django.urls import include, path
+from rest_framework.authtoken.views import obtain_auth_token
+from rest_framework.routers import DefaultRouter
+
+from ui.api import views
+
+router = DefaultRouter()
+router.register("jobs", views.JobViewSet, basename="job")
+router.register("teams", views.TeamViewSet, basename="team")
+
+app_name = "api"
+
+urlpatterns = [
+    path("cluster/", views.ClusterView.as_view(), name="cluster"),
+    path("sizing/", views.SizingView.as_view(), name="sizing"),
+    path("token/", obtain_auth_token, name="token"),
+    path("", include(router.urls)),
+]

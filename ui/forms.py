@@ -1,0 +1,44 @@
+"""The submit form: field types and ranges here, the rules that need the cluster in services."""
+
+from django import forms
+
+from scheduling import sizing
+from scheduling.models import Job
+
+
+class JobSubmitForm(forms.Form):
+    team = forms.ChoiceField()
+    project = forms.ChoiceField(required=False)
+    name = forms.SlugField(max_length=100, help_text="Letters, digits, '-' and '_'.")
+    kind = forms.ChoiceField(choices=Job.Kind.choices)
+    priority_class = forms.ChoiceField(label="Priority")
+    gpus = forms.IntegerField(min_value=0, max_value=4096, initial=0, label="Whole GPUs",
+                              help_text="0 for a sub-GPU job sized by its memory need.")
+    gpu_memory_gb = forms.FloatField(min_value=0, initial=0, label="Memory need per GPU (GiB)")
+    mig_profile = forms.CharField(required=False, max_length=30, label="Or a MIG profile",
+                                  help_text="e.g. 1g.10gb; overrides the memory need.")
+    gpu_model = forms.ChoiceField(required=False, label="GPU model")
+    gang = forms.BooleanField(required=False, initial=True, help_text="All GPUs at once or none.")
+    cpu_cores = forms.FloatField(min_value=0.1, initial=4, label="CPU cores")
+    memory_gb = forms.FloatField(min_value=0, initial=32, label="Host memory (GiB)")
+    checkpoint_interval_s = forms.IntegerField(required=False, min_value=0, label="Checkpoint interval (s)")
+    expected_runtime_s = forms.IntegerField(required=False, min_value=1, label="Expected runtime (s)")
+    image = forms.CharField(required=False, max_length=300, label="Container image")
+    command = forms.CharField(required=False, max_length=1000, widget=forms.Textarea(attrs={"rows": 2}))
+
+    def __init__(self, *args, teams, projects, priority_classes, gpu_models, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["team"].choices = [(t.name, t.name) for t in teams]
+        self.fields["project"].choices = [("", "(first project)")] + [(p, p) for p in projects]
+        self.fields["priority_class"].choices = [(c.name, f"{c.name} ({c.value})") for c in priority_classes]
+        self.fields["gpu_model"].choices = [("", "any")] + [(m, m) for m in gpu_models]
+
+
+class SizingForm(forms.Form):
+    """The model-size helper's inputs (also read by the sizing API endpoint)."""
+
+    params_billion = forms.FloatField(min_value=0.001, max_value=10000, label="Parameters (billions)")
+    precision = forms.ChoiceField(choices=[(p, p) for p in sizing.PRECISIONS], initial="bf16")
+    workload = forms.ChoiceField(choices=list(sizing.WORKLOADS.items()), initial="inference")
+    kv_cache_gb = forms.FloatField(min_value=0, required=False, initial=0, label="KV cache (GiB)")
+    activations_gb = forms.FloatField(min_value=0, required=False, initial=0, label="Activations (GiB)")

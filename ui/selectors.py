@@ -1,0 +1,174 @@
+"""Scoped reads for pages and the API: every query goes through the user's memberships."""
+
+from collections import defaultdict
+from datetime import timedelta
+
+from django.db.models import Avg, Case, Count, F, FloatField, Prefetch, Q, Sum, When
+from django.db.models.functions import TruncHour
+from django.http import Http404
+from django.utils import timezone
+
+from portal import access
+from portal.models import Team
+from scheduling.models import Gpu, GpuSample, Job, JobEvent, Node, Placement
+
+QUEUED_STATUSES = Job.WAITING_STATUSES
+RUNNING_STATUSES = Job.HOLDING_STATUSES
+
+# GPU units a placement holds: compute slices / 7 for a MIG instance, else its share.
+PLACEMENT_UNITS = Case(
+    When(mig_instance__isnull=False, then=F("mig_instance__compute_slices") / 7.0),
+    default=F("share_milli") / 1000.0, output_field=FloatField())
+
+
+def teams_visible_to(user):
+    """Teams whose quota and usage the user may read: staff and finance all, others their own."""
+    teams = Team.objects.select_related("business_unit")
+    if access.sees_all_usage(user):
+        return teams
+    return teams.filter(pk__in=list(access.team_roles(user)))
+
+
+def team_get(user, name: str) -> Team:
+    team = teams_visible_to(user).filter(name=name).first()
+    if team is None:
+        raise Http404("No such team.")
+    return team
+
+
+def jobs_visible_to(user):
+    """Jobs with their internals: staff all; team members their teams'; finance and others none."""
+    jobs = Job.objects.select_related("team", "project", "priority_class", "submitted_by")
+    if not user.is_authenticated:
+        return jobs.none()
+    if user.is_staff:
+        return jobs
+    return jobs.filter(team_id__in=[t for t in access.team_roles(user) if access.can_see_jobs(user, t)])
+
+
+def job_get(user, pk: int) -> Job:
+    job = jobs_visible_to(user).filter(pk=pk).first()
+    if job is None:
+        raise Http404("No such job.")
+    return job
+
+
+def open_placements():
+    return Placement.objects.filter(ended_at__isnull=True).select_related("gpu__node__leaf_switch", "mig_instance")
+
+
+
+
+def team_running(team, limit: int | None = 50):
+    jobs = (Job.objects.filter(team=team, status__in=RUNNING_STATUSES)
+            .select_related("priority_class", "submitted_by", "project", "team")
+            .prefetch_related(Prefetch("placements", queryset=open_placements()))
+            .order_by("-started_at", "pk"))
+    return jobs[:limit] if limit else jobs
+
+
+def team_usage(team) -> dict:
+    """Quota, GPU units in use and borrowed now, and the cluster's idle units."""
+    held = Placement.objects.filter(ended_at__isnull=True, job__team=team).aggregate(
+        in_use=Sum(PLACEMENT_UNITS), borrowed=Sum(PLACEMENT_UNITS, filter=Q(job__borrowed=True)))
+    counts = Job.objects.filter(team=team).aggregate(
+        queued=Count("pk", filter=Q(status__in=QUEUED_STATUSES)),
+        running=Count("pk", filter=Q(status__in=RUNNING_STATUSES)))
+    cluster = cluster_units()
+    return {"guaranteed": float(team.guaranteed_gpus), "burst_limit": float(team.burst_limit_gpus),
+            "in_use": round(held["in_use"] or 0.0, 3), "borrowed": round(held["borrowed"] or 0.0, 3),
+            "idle_in_cluster": round(cluster["total"] - cluster["in_use"], 3), "cluster_total": cluster["total"],
+            **counts}
+
+
+def cluster_units() -> dict:
+    total = Gpu.objects.filter(node__state="ready").count()
+    in_use = Placement.objects.filter(ended_at__isnull=True).aggregate(units=Sum(PLACEMENT_UNITS))["units"]
+    return {"total": float(total), "in_use": float(in_use or 0.0)}
+
+
+def team_allocation_series(team, hours: int = 24) -> dict:
+    """GPU units the team held, time-averaged per hour over the last `hours` hours."""
+    now = timezone.now()
+    start = (now - timedelta(hours=hours)).replace(minute=0, second=0, microsecond=0)
+    rows = (Placement.objects.filter(job__team=team, started_at__lt=now)
+            .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=start))
+            .annotate(units=PLACEMENT_UNITS).values_list("started_at", "ended_at", "units"))
+    buckets = [start + timedelta(hours=i) for i in range(hours + 1)]
+    totals = [0.0] * len(buckets)
+    for began, ended, units in rows:
+        ended = ended or now
+        for i, bucket in enumerate(buckets):
+            overlap = (min(ended, bucket + timedelta(hours=1)) - max(began, bucket)).total_seconds()
+            if overlap > 0:
+                totals[i] += units * overlap / 3600
+    return {"x": [b.isoformat() for b in buckets], "y": [round(t, 3) for t in totals]}
+
+
+def team_utilisation_series(team, hours: int = 24) -> dict:
+    """Mean measured utilisation of the GPUs the team held at each sample, per hour.
+
+    The team's placements in the window are picked first (a short id list), so the database joins
+    samples to those few rows rather than to every placement ever made.
+    """
+    now = timezone.now()
+    since = now - timedelta(hours=hours)
+    window = (Placement.objects.filter(job__team=team, started_at__lt=now)
+              .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=since)).values("pk"))
+    held_then = (Q(gpu__placements__in=window, gpu__placements__started_at__lte=F("at"))
+                 & (Q(gpu__placements__ended_at__isnull=True) | Q(gpu__placements__ended_at__gt=F("at"))))
+    rows = (GpuSample.objects.filter(held_then, at__gte=since).annotate(hour=TruncHour("at"))
+            .values("hour").annotate(mean=Avg("utilization")).order_by("hour"))
+    return {"x": [r["hour"].isoformat() for r in rows], "y": [round(100 * r["mean"], 1) for r in rows]}
+
+
+def job_events(job):
+    return JobEvent.objects.filter(job=job).order_by("at", "pk")
+
+
+def job_placements(job):
+    return (Placement.objects.filter(job=job).select_related("gpu__node__leaf_switch", "gpu__node__tier",
+                                                              "mig_instance").order_by("started_at", "pk"))
+
+
+def job_gpu_hours(job, placements) -> float:
+    now = timezone.now()
+    total = 0.0
+    for p in placements:
+        total += p.gpu_fraction * ((p.ended_at or now) - p.started_at).total_seconds() / 3600
+    return round(total, 3)
+
+
+
+
+
+
+def cluster_nodes():
+    """Nodes with tier, leaf, GPUs, MIG instances and open placements, in a fixed number of queries."""
+    return (Node.objects.select_related("tier", "leaf_switch")
+            .prefetch_related("gpus__mig_instances",
+                              Prefetch("gpus__placements", to_attr="open_placements",
+                                       queryset=Placement.objects.filter(ended_at__isnull=True)
+                                       .select_related("job__team"))))
+
+
+def free_by_model(nodes) -> list[dict]:
+    """Free capacity per GPU model from the prefetched nodes: whole GPUs, MIG slices and units."""
+    free = defaultdict(lambda: {"gpus": 0, "free_gpus": 0, "free_slices": 0, "free_units": 0.0})
+    for node in nodes:
+        for gpu in node.gpus.all():
+            row = free[gpu.model]
+            row["gpus"] += 1
+            if node.state != "ready":
+                continue
+            held = {p.mig_instance_id for p in gpu.open_placements}
+            if gpu.mig_enabled:
+                idle = [m for m in gpu.mig_instances.all() if m.pk not in held]
+                row["free_slices"] += len(idle)
+                row["free_units"] += sum(m.compute_slices for m in idle) / 7
+            elif not gpu.open_placements:
+                row["free_gpus"] += 1
+                row["free_units"] += 1
+            else:
+                row["free_units"] += max(0.0, 1 - sum(p.share_milli for p in gpu.open_placements) / 1000)
+    return [{"model": m, **{k: round(v, 2) for k, v in r.items()}} for m, r in sorted(free.items())]

@@ -1,0 +1,16 @@
+from django.urls import path
+
+from ui import views
+
+app_name = "ui"
+
+urlpatterns = [
+    path("teams/<slug:team>/", views.dashboard, name="dashboard"),
+    path("teams/<slug:team>/priorities/", views.priorities, name="priorities"),
+    path("teams/<slug:team>/queue/move/", views.queue_move, name="queue_move"),
+    path("jobs/new/", views.job_new, name="job_new"),
+    path("jobs/<int:pk>/", views.job_detail, name="job_detail"),
+    path("jobs/<int:pk>/cancel/", views.job_cancel, name="job_cancel"),
+    path("jobs/<int:pk>/priority/", views.job_priority, name="job_priority"),
+    path("cluster/", views.cluster, name="cluster"),
+]
