@@ -191,6 +191,9 @@ class Job(models.Model):
     memory_gb = models.FloatField(default=8)
     gang = models.BooleanField(default=True, help_text="All GPUs at once or none.")
     checkpoint_interval_s = models.PositiveIntegerField(null=True, blank=True)
+    checkpoint_save_s = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Seconds the job needs to write a checkpoint (its grace on SIGTERM); "
+                                         "empty: the cluster's default.")
     max_runtime_s = models.PositiveIntegerField(null=True, blank=True)
     expected_runtime_s = models.PositiveIntegerField(null=True, blank=True)
     preemptible = models.BooleanField(default=True)

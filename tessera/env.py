@@ -83,6 +83,14 @@ def env_redis_url(name: str, default: str) -> str:
     return raw
 
 
+def env_http_url(name: str, default: str) -> str:
+    raw = os.environ.get(name, default)
+    scheme, _sep, rest = raw.partition("://")
+    if scheme not in ("http", "https") or not rest or " " in raw:
+        raise _bad(name, raw, "a URL starting with http:// or https://")
+    return raw
+
+
 def env_secret_key(name: str, *, debug: bool, demo_key_file) -> str:
     """The secret key; only a DEBUG (demo) instance may fall back to a generated one."""
     raw = os.environ.get(name, "")

@@ -6,6 +6,7 @@ from tessera.env import (
     env_bool,
     env_choice,
     env_database,
+    env_http_url,
     env_int,
     env_list,
     env_redis_url,
@@ -36,6 +37,7 @@ INSTALLED_APPS = [
     "portal",
     "scheduling",
     "billing",
+    "checkpoints",
     "agents",
     "ui",
 ]
@@ -127,6 +129,9 @@ TESSERA_CYCLE_INTERVAL_S = env_int("TESSERA_CYCLE_INTERVAL_S", 5, minimum=1)
 TESSERA_LOST_AFTER_MISSED = env_int("TESSERA_LOST_AFTER_MISSED", 3, minimum=1)  # heartbeats
 TESSERA_PREEMPT_GRACE_S = env_int("TESSERA_PREEMPT_GRACE_S", 120, minimum=0)
 TESSERA_CHECKPOINT_SAVE_S = env_int("TESSERA_CHECKPOINT_SAVE_S", 30, minimum=0)  # a spot notice must allow it
+# Where a job's pods confirm their checkpoints (CONTRACTS.md): the portal's endpoint, as pods reach it.
+TESSERA_CHECKPOINT_URL = env_http_url("TESSERA_CHECKPOINT_URL",
+                                      "http://tessera-portal.tessera-system.svc/api/v1/checkpoints/")
 TESSERA_ACTION_POLL_S = env_int("TESSERA_ACTION_POLL_S", 2, minimum=1)  # re-look at a waiting action
 CELERY_BEAT_SCHEDULE = {
     "poll-agents": {"task": "agents.poll_agents", "schedule": float(TESSERA_POLL_INTERVAL_S)},
