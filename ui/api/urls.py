@@ -2,7 +2,7 @@ from django.urls import include, path
 from rest_framework.authtoken.views import obtain_auth_token
 from rest_framework.routers import DefaultRouter
 
-from ui.api import views
+from ui.api import checkpoints, views
 
 router = DefaultRouter()
 router.register("jobs", views.JobViewSet, basename="job")
@@ -11,6 +11,7 @@ router.register("teams", views.TeamViewSet, basename="team")
 app_name = "api"
 
 urlpatterns = [
+    path("checkpoints/", checkpoints.CheckpointConfirmView.as_view(), name="checkpoint-confirm"),
     path("cluster/", views.ClusterView.as_view(), name="cluster"),
     path("sizing/", views.SizingView.as_view(), name="sizing"),
     path("token/", obtain_auth_token, name="token"),
