@@ -13,20 +13,22 @@ import shlex
 from datetime import UTC, datetime
 
 from django.conf import settings
-from django.db import transaction
+from django.core.exceptions import ValidationError
+from django.db import connection, transaction
 from django.utils import timezone
 
 from agents.backends.base import Backend, BackendError, BindRequest, CheckpointRequest, JobStatus, PreemptRequest
-from agents.backends.simulated import (
-    ANNOTATION_SAVED,
-    ANNOTATION_SAVED_AT,
-    ANNOTATION_SAVED_PROGRESS,
-    ENV_GPU_INDEXES,
-    ENV_RESUME,
-    ENV_RUNTIME,
-)
+from agents.backends.simulated import ENV_GPU_INDEXES, ENV_RESUME, ENV_RUNTIME, SavedCheckpoint
 from agents.mig import repartition_finish, repartition_start
 from agents.runtime import failpoint
+from checkpoints.services import (
+    ConfirmationConflict,
+    Saved,
+    checkpoint_confirm,
+    checkpoint_confirmed,
+    request_id,
+    token_issue,
+)
 from scheduling.models import ActionRequest, Job
 from scheduling.services import job_event_add, job_release
 
@@ -36,6 +38,7 @@ HOLDING = Job.HOLDING_STATUSES
 RELEASE_REASONS = {"preempt": "preempted", "reclaim": "reclaimed", "consolidate": "moved",
                    "spot-reclaim": "spot-reclaimed"}
 MAX_STEPS = 8
+CONFIRM_MARGIN_S = 15  # after the save: the confirmation's round trip and a clean exit
 
 
 def action_advance(*, action_id: int, backend: Backend, now: datetime | None = None) -> str:
@@ -110,12 +113,20 @@ def _load_job(action: ActionRequest) -> Job:
 
 # -- bind ---------------------------------------------------------------------------------------
 
-def bind_request(action: ActionRequest, job: Job, members: int) -> BindRequest:
+def checkpoint_save_s(job: Job) -> int:
+    """How long the job needs to write a checkpoint: its own figure, else the cluster's."""
+    return job.checkpoint_save_s or settings.TESSERA_CHECKPOINT_SAVE_S
+
+
+def bind_request(action: ActionRequest, job: Job, members: int, checkpoint_token: str = "") -> BindRequest:
     payload = action.payload
     allocations = payload["allocations"]
     mig = next((a["mig_profile"] for a in allocations if a["mig_profile"]), None)
     whole = [str(a["gpu_index"]) for a in allocations if not a["mig_profile"] and a["milli"] >= 1000]
     runtime = job.expected_runtime_s or job.max_runtime_s or 3600
+    # SIGTERM means "save now and exit": a checkpointing job gets its save time (and a little to
+    # confirm) before the kubelet kills it, whoever deletes the pod; others the cluster's default.
+    grace = checkpoint_save_s(job) + CONFIRM_MARGIN_S if job.checkpoint_interval_s else None
     return BindRequest(
         job_id=str(job.pk), pod_name=payload["pod_name"], namespace=job.team.name, project=job.project.name,
         job_kind=job.kind, image=job.image or "registry.local/tessera/job:latest",
@@ -123,7 +134,8 @@ def bind_request(action: ActionRequest, job: Job, members: int) -> BindRequest:
         gpu_count=0 if mig else max(1, len(allocations)), mig_profile=mig,
         cpu_millicores=max(1, int(job.cpu_cores * 1000 / members)),
         memory_mib=max(1, int(job.memory_gb * 1024 / members)), priority_class=job.priority_class.name,
-        env=((ENV_RUNTIME, str(runtime)), (ENV_RESUME, str(job.progress_s)), (ENV_GPU_INDEXES, ",".join(whole))))
+        env=((ENV_RUNTIME, str(runtime)), (ENV_RESUME, str(job.progress_s)), (ENV_GPU_INDEXES, ",".join(whole))),
+        grace_seconds=grace, checkpoint_token=checkpoint_token, checkpoint_url=settings.TESSERA_CHECKPOINT_URL)
 
 
 def _bind_step(action: ActionRequest, backend: Backend, now: datetime) -> None:
@@ -133,8 +145,9 @@ def _bind_step(action: ActionRequest, backend: Backend, now: datetime) -> None:
         stop_pods(backend, job, [action.payload["pod_name"]], "released")
         _finish(action, FAILED, "The job was released before its pod was bound.")
         return
+    token = token_issue(job=job, pod_name=action.payload["pod_name"], pod_key=action.key, at=now)
     try:
-        backend.bind(bind_request(action, job, len(attempt_binds(job))))
+        backend.bind(bind_request(action, job, len(attempt_binds(job)), checkpoint_token=token))
     except (BackendError, ValueError) as error:  # refused for good: a retry would not mend it
         _finish(action, FAILED, str(error))
         stop_pods(backend, job, job_pods(job), "bind-failed")
@@ -144,26 +157,8 @@ def _bind_step(action: ActionRequest, backend: Backend, now: datetime) -> None:
 
 
 # -- checkpoints ----------------------------------------------------------------------------------
-
-def saved_checkpoint(observed: dict, pods, checkpoint_id: str) -> tuple[float, datetime] | None:
-    """(progress, saved at) once every pod of the job reports this checkpoint saved."""
-    found = [observed.get(pod) for pod in pods]
-    if not found or any(o is None or o.annotations.get(ANNOTATION_SAVED) != checkpoint_id for o in found):
-        return None
-    progress = min(float(o.annotations.get(ANNOTATION_SAVED_PROGRESS, 0)) for o in found)
-    at = max(float(o.annotations.get(ANNOTATION_SAVED_AT, 0)) for o in found)
-    return progress, datetime.fromtimestamp(at, tz=UTC)
-
-
-def checkpoint_record(*, job: Job, progress_s: float, at: datetime, why: str) -> bool:
-    """Keep a confirmed checkpoint; a conditional UPDATE makes a repeat (or an older one) change nothing."""
-    newer = Job.objects.filter(pk=job.pk).exclude(last_checkpoint_at__gte=at)
-    if newer.update(progress_s=progress_s, last_checkpoint_at=at, updated_at=timezone.now()) != 1:
-        return False
-    job_event_add(job=job, at=at, kind="checkpointed", message=f"Checkpoint saved ({why}) at {progress_s:.0f} s "
-                                                                  "of work.")
-    return True
-
+# Tessera asks through the backend (a pod annotation); the workload answers through the checkpoint
+# endpoint (checkpoints/), which records the answer in the database: the steps below read it there.
 
 def ask_checkpoint(backend: Backend, job: Job, pods, checkpoint_id: str, reason: str) -> None:
     for pod in pods:
@@ -172,20 +167,29 @@ def ask_checkpoint(backend: Backend, job: Job, pods, checkpoint_id: str, reason:
     Job.objects.filter(pk=job.pk, status=Job.Status.RUNNING).update(status=Job.Status.CHECKPOINTING)
 
 
+def pods_alive(backend: Backend, job: Job) -> bool:
+    """Whether a pod of the job's run is still there to answer (this also lets the simulated
+    cluster's workloads report what they saved)."""
+    alive = (JobStatus.RUNNING, JobStatus.PENDING, JobStatus.UNKNOWN)
+    return any(o.status in alive for o in observed_pods(backend, job).values())
+
+
 def _checkpoint_step(action: ActionRequest, backend: Backend, now: datetime) -> None:
     job = _load_job(action)
-    checkpoint_id = f"interval-{action.pk}"
+    checkpoint_id = request_id(action)
     if job.status not in HOLDING:
         _finish(action, FAILED, "The job stopped before the checkpoint.")
     elif action.payload.get("phase") is None:
         ask_checkpoint(backend, job, job_pods(job), checkpoint_id, "interval")
         _phase(action, "asked", asked_at=now.timestamp())
     else:
-        saved = saved_checkpoint(observed_pods(backend, job), job_pods(job), checkpoint_id)
-        if saved is not None:
-            checkpoint_record(job=job, progress_s=saved[0], at=saved[1], why="interval")
+        alive = pods_alive(backend, job)
+        if checkpoint_confirmed(job_id=job.pk, checkpoint_id=checkpoint_id, asked_at=_asked_at(action)) is not None:
             _finish(action, CONFIRMED)
-        elif now.timestamp() > action.payload["asked_at"] + settings.TESSERA_PREEMPT_GRACE_S:
+        elif not alive:
+            _finish(action, FAILED, "The job's pods are gone; no checkpoint can come.")
+        elif now.timestamp() > action.payload["asked_at"] + max(settings.TESSERA_PREEMPT_GRACE_S,
+                                                                checkpoint_save_s(job)):
             _finish(action, FAILED, "The checkpoint was not confirmed in time.")
         else:
             return
@@ -193,8 +197,27 @@ def _checkpoint_step(action: ActionRequest, backend: Backend, now: datetime) -> 
             Job.objects.filter(pk=job.pk, status=Job.Status.CHECKPOINTING).update(status=Job.Status.RUNNING)
 
 
+def _asked_at(action: ActionRequest) -> datetime:
+    return datetime.fromtimestamp(action.payload.get("asked_at", action.created_at.timestamp()), tz=UTC)
+
+
 def _preempting(job: Job) -> bool:
     return ActionRequest.objects.filter(job=job, kind=ActionRequest.Kind.PREEMPT, state=REQUESTED).exists()
+
+
+def confirm_simulated(saved: SavedCheckpoint) -> bool:
+    """How the simulated cluster's workloads confirm: through the endpoint's own service.
+
+    True once the record is durable (or refused for good); inside a transaction that may yet roll
+    back it is not, so the simulated workload sends it again later, as a real one retries."""
+    try:
+        checkpoint_confirm(job_id=int(saved.job_id), pod_name=saved.pod_name, saved=Saved(
+            checkpoint_id=saved.checkpoint_id, step=saved.step, progress_s=saved.progress_s,
+            saved_at=datetime.fromtimestamp(saved.saved_at, tz=UTC)))
+    except (ValidationError, ConfirmationConflict, Job.DoesNotExist) as refused:
+        log.info("simulated checkpoint of job %s refused: %s", saved.job_id, refused)
+        return True
+    return not connection.in_atomic_block
 
 
 # -- preemption and spot reclaim: checkpoint -> stop -> release -----------------------------------
@@ -209,19 +232,20 @@ def _preempt_step(action: ActionRequest, backend: Backend, now: datetime) -> Non
      "releasing": _preempt_release}[phase](action, backend, job, now)
 
 
-def _deadline(action: ActionRequest, now: datetime) -> float:
-    """Spot reclaim: the provider's deadline; otherwise the grace period from the first step."""
+def _deadline(action: ActionRequest, job: Job, now: datetime) -> float:
+    """Spot reclaim: the provider's deadline; otherwise the grace period from the first step, and
+    never less than the job needs to save a checkpoint."""
     if "deadline" in action.payload:
         return float(action.payload["deadline"])
-    return now.timestamp() + settings.TESSERA_PREEMPT_GRACE_S
+    return now.timestamp() + max(settings.TESSERA_PREEMPT_GRACE_S, checkpoint_save_s(job) + CONFIRM_MARGIN_S)
 
 
 def _preempt_start(action, backend, job, now) -> None:
-    deadline = _deadline(action, now)
+    deadline = _deadline(action, job, now)
     room = deadline - now.timestamp()
-    if job.checkpoint_interval_s and room >= settings.TESSERA_CHECKPOINT_SAVE_S:
-        ask_checkpoint(backend, job, job_pods(job), f"preempt-{action.pk}", action.payload.get("reason", "preempt"))
-        _phase(action, "checkpointing", deadline=deadline)
+    if job.checkpoint_interval_s and room >= checkpoint_save_s(job):
+        ask_checkpoint(backend, job, job_pods(job), request_id(action), action.payload.get("reason", "preempt"))
+        _phase(action, "checkpointing", deadline=deadline, asked_at=now.timestamp())
         job_event_add(job=job, at=now, kind="checkpoint-requested", message="Asked to checkpoint before stopping.")
     else:
         why = "no checkpoint support" if not job.checkpoint_interval_s else f"only {max(room, 0):.0f} s of notice"
@@ -231,11 +255,10 @@ def _preempt_start(action, backend, job, now) -> None:
 
 
 def _preempt_wait(action, backend, job, now) -> None:
-    pods = job_pods(job)
-    saved = saved_checkpoint(observed_pods(backend, job), pods, f"preempt-{action.pk}")
-    if saved is not None:
-        checkpoint_record(job=job, progress_s=saved[0], at=saved[1], why="before stopping")
-    elif now.timestamp() < action.payload["deadline"]:
+    alive = pods_alive(backend, job)
+    if checkpoint_confirmed(job_id=job.pk, checkpoint_id=request_id(action), asked_at=_asked_at(action)) is not None:
+        pass  # the confirmation already moved the job's saved progress
+    elif alive and now.timestamp() < action.payload["deadline"]:
         return
     else:
         job_event_add(job=job, at=now, kind="checkpoint-missed",
@@ -243,8 +266,17 @@ def _preempt_wait(action, backend, job, now) -> None:
     _phase(action, "stopping")
 
 
+def _stop_grace(action: ActionRequest, job: Job, now: datetime) -> int:
+    """What is left before the deadline; a checkpointing job gets at least its save time, since
+    SIGTERM means "save now and exit" (a spot node is gone at its deadline, whatever we give)."""
+    room = max(0, int(action.payload["deadline"] - now.timestamp()))
+    if not job.checkpoint_interval_s or action.payload.get("reason") == "spot-reclaim":
+        return room
+    return max(room, checkpoint_save_s(job) + CONFIRM_MARGIN_S)
+
+
 def _preempt_stop(action, backend, job, now) -> None:
-    grace = max(0, int(action.payload["deadline"] - now.timestamp()))
+    grace = _stop_grace(action, job, now)
     stop_pods(backend, job, job_pods(job), action.payload.get("reason", "preempt"), grace_s=grace)
     failpoint("preempt.after-stop")
     _phase(action, "releasing", stopped_at=now.timestamp(), grace=grace)

@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import OperationalError, close_old_connections, transaction
 from django.utils import timezone
 
-from agents import actions, services
+from agents import actions, runtime, services
 from agents.backends.simulated import ENV_RESUME, SimConfig, SimNode, SimulatedBackend
 from portal.models import Team
 from scheduling.models import ActionRequest, Job, PriorityClass
@@ -55,7 +55,7 @@ def state_path() -> Path:
 
 
 def _loop() -> None:
-    backend = SimulatedBackend(state_path())
+    backend = runtime.simulated_backend(state_path())
     setup(backend)
     last_submit = time.monotonic()
     while True:

@@ -26,10 +26,12 @@ def backend() -> Backend:
     return simulated_backend()
 
 
-def simulated_backend():
+def simulated_backend(path: str | Path | None = None):
+    """The simulated cluster, its workloads confirming checkpoints through the endpoint's service."""
+    from agents.actions import confirm_simulated
     from agents.backends.simulated import SimulatedBackend
 
-    return SimulatedBackend(settings.TESSERA_SIMULATED_STATE)
+    return SimulatedBackend(path or settings.TESSERA_SIMULATED_STATE, confirm=confirm_simulated)
 
 
 def telemetry() -> Telemetry:

@@ -26,6 +26,7 @@ from scheduling.selectors import cluster_gpu_models, priority_classes_for, team_
 
 MAX_CPU_CORES = 512
 MIN_CHECKPOINT_INTERVAL_S = 60
+MAX_CHECKPOINT_SAVE_S = 3600
 
 RELEASE_STATUSES = {
     "preempted": Job.Status.PREEMPTED,
@@ -80,7 +81,7 @@ def job_release(*, job_id: int, at: datetime, reason: str, progress_s: float | N
 
 
 def _resources_errors(*, gpus, gpu_memory_gb, gpu_model, gang, cpu_cores, memory_gb,
-                      checkpoint_interval_s) -> dict[str, str]:
+                      checkpoint_interval_s, checkpoint_save_s=None) -> dict[str, str]:
     errors = {}
     models = cluster_gpu_models()
     if gpus < 0:
@@ -105,6 +106,8 @@ def _resources_errors(*, gpus, gpu_memory_gb, gpu_model, gang, cpu_cores, memory
         errors["memory_gb"] = "Memory cannot be negative."
     if checkpoint_interval_s is not None and checkpoint_interval_s < MIN_CHECKPOINT_INTERVAL_S:
         errors["checkpoint_interval_s"] = f"Checkpoint at most every {MIN_CHECKPOINT_INTERVAL_S} s."
+    if checkpoint_save_s is not None and not 1 <= checkpoint_save_s <= MAX_CHECKPOINT_SAVE_S:
+        errors["checkpoint_save_s"] = f"A checkpoint's save time must be from 1 to {MAX_CHECKPOINT_SAVE_S} s."
     return errors
 
 
@@ -137,7 +140,7 @@ def _project(team, name: str | None) -> Project:
 def job_submit(*, user, team, name: str, kind: str, priority_class: str, gpus: int = 0,
                gpu_memory_gb: float = 0.0, mig_profile: str = "", gpu_model: str = "",
                project: str | None = None, cpu_cores: float = 1.0, memory_gb: float = 8.0,
-               gang: bool = True, checkpoint_interval_s: int | None = None,
+               gang: bool = True, checkpoint_interval_s: int | None = None, checkpoint_save_s: int | None = None,
                expected_runtime_s: int | None = None, image: str = "", command: str = "") -> Job:
     if not access.can_submit(user, team.pk):
         raise PermissionDenied("You may not submit jobs for this team.")
@@ -150,7 +153,7 @@ def job_submit(*, user, team, name: str, kind: str, priority_class: str, gpus: i
         gpus = 0
     errors = _resources_errors(gpus=gpus, gpu_memory_gb=gpu_memory_gb, gpu_model=gpu_model, gang=gang,
                                cpu_cores=cpu_cores, memory_gb=memory_gb,
-                               checkpoint_interval_s=checkpoint_interval_s)
+                               checkpoint_interval_s=checkpoint_interval_s, checkpoint_save_s=checkpoint_save_s)
     if errors:
         raise ValidationError(errors)
     last = Job.objects.filter(team=team, status__in=Job.WAITING_STATUSES).aggregate(m=Max("queue_order"))["m"]
@@ -158,6 +161,7 @@ def job_submit(*, user, team, name: str, kind: str, priority_class: str, gpus: i
         team=team, project=_project(team, project), submitted_by=user, name=name, kind=kind,
         priority_class=chosen, gpus=gpus, gpu_memory_gb=gpu_memory_gb, gpu_models=gpu_models,
         cpu_cores=cpu_cores, memory_gb=memory_gb, gang=gang, checkpoint_interval_s=checkpoint_interval_s,
+        checkpoint_save_s=checkpoint_save_s,
         expected_runtime_s=expected_runtime_s, preemptible=chosen.preemptible, image=image, command=command,
         queue_order=(last or 0) + 1, pending_reason_code="new",
         pending_reason="Submitted; waiting for the next scheduling cycle.")

@@ -22,6 +22,9 @@ class JobSubmitForm(forms.Form):
     cpu_cores = forms.FloatField(min_value=0.1, initial=4, label="CPU cores")
     memory_gb = forms.FloatField(min_value=0, initial=32, label="Host memory (GiB)")
     checkpoint_interval_s = forms.IntegerField(required=False, min_value=0, label="Checkpoint interval (s)")
+    checkpoint_save_s = forms.IntegerField(required=False, min_value=1, max_value=3600,
+                                           label="Checkpoint save time (s)",
+                                           help_text="How long a save takes: the pods' grace on SIGTERM.")
     expected_runtime_s = forms.IntegerField(required=False, min_value=1, label="Expected runtime (s)")
     image = forms.CharField(required=False, max_length=300, label="Container image")
     command = forms.CharField(required=False, max_length=1000, widget=forms.Textarea(attrs={"rows": 2}))

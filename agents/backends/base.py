@@ -94,6 +94,11 @@ class BindRequest:
     priority_class: str | None = None
     labels: tuple[tuple[str, str], ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    grace_seconds: int | None = None  # terminationGracePeriodSeconds; None: the cluster's default
+    # The checkpoint channel (CONTRACTS.md): the pod's token, delivered as a Secret, and where to
+    # confirm with it. No token: the pod gets no channel.
+    checkpoint_token: str = field(default="", repr=False)
+    checkpoint_url: str = ""
 
     def __post_init__(self) -> None:
         if (self.gpu_count > 0) == (self.mig_profile is not None):

@@ -25,6 +25,9 @@ ANNOTATION_CHECKPOINT = "tessera.io/checkpoint-request"
 ANNOTATION_CHECKPOINT_REASON = "tessera.io/checkpoint-reason"
 ANNOTATION_PREEMPTED = "tessera.io/preempted"
 PODINFO_DIR = "/etc/tessera/podinfo"
+# The checkpoint channel's other half (CONTRACTS.md): the pod's token for the confirmation endpoint.
+TOKEN_DIR = "/var/run/secrets/tessera/checkpoint-token"
+TOKEN_KEY = "token"
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
 
@@ -66,6 +69,10 @@ def _gpu_request(req: BindRequest, mig_as_gpu: bool) -> tuple[str, str]:
     return (GPU_RESOURCE if mig_as_gpu else mig_resource_name(req.mig_profile)), "1"
 
 
+def token_secret_name(pod_name: str) -> str:
+    return _check(f"{pod_name}-checkpoint-token", _DNS_SUBDOMAIN, 253, "secret name")
+
+
 def pod_manifest(req: BindRequest, scheduler_name: str, mig_as_gpu: bool = False) -> dict:
     """The job's pod, left for our scheduler (schedulerName) to bind."""
     _check(req.namespace, _DNS_LABEL, 63, "namespace")
@@ -76,15 +83,12 @@ def pod_manifest(req: BindRequest, scheduler_name: str, mig_as_gpu: bool = False
         "restartPolicy": "Never",  # the scheduler requeues; kubelet restarts would hide failures
         "tolerations": [GPU_TOLERATION],
         "containers": [_container(req, resource, quantity)],
-        "volumes": [{
-            "name": "tessera-podinfo",
-            "downwardAPI": {"items": [
-                {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}}
-            ]},
-        }],
+        "volumes": _volumes(req),
     }
     if req.priority_class:
         spec["priorityClassName"] = req.priority_class
+    if req.grace_seconds is not None:
+        spec["terminationGracePeriodSeconds"] = req.grace_seconds
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -93,12 +97,49 @@ def pod_manifest(req: BindRequest, scheduler_name: str, mig_as_gpu: bool = False
     }
 
 
+def _volumes(req: BindRequest) -> list[dict]:
+    # The kubelet refreshes this file when Tessera annotates the pod: the workload reads its
+    # checkpoint requests there, with no API rights.
+    volumes = [{"name": "tessera-podinfo", "downwardAPI": {"items": [
+        {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}}]}}]
+    if req.checkpoint_token:
+        volumes.append({"name": "tessera-checkpoint-token", "secret": {
+            "secretName": token_secret_name(req.pod_name), "defaultMode": 0o444,
+            "items": [{"key": TOKEN_KEY, "path": TOKEN_KEY}]}})
+    return volumes
+
+
+def _mounts(req: BindRequest) -> list[dict]:
+    mounts = [{"name": "tessera-podinfo", "mountPath": PODINFO_DIR, "readOnly": True}]
+    if req.checkpoint_token:
+        mounts.append({"name": "tessera-checkpoint-token", "mountPath": TOKEN_DIR, "readOnly": True})
+    return mounts
+
+
+def _channel_env(req: BindRequest) -> list[dict]:
+    env = [{"name": "TESSERA_JOB_ID", "value": req.job_id},
+           {"name": "TESSERA_PODINFO_DIR", "value": PODINFO_DIR}]
+    if req.checkpoint_token:
+        env += [{"name": "TESSERA_CHECKPOINT_URL", "value": req.checkpoint_url},
+                {"name": "TESSERA_CHECKPOINT_TOKEN_FILE", "value": f"{TOKEN_DIR}/{TOKEN_KEY}"}]
+    return env
+
+
+def token_secret_manifest(req: BindRequest, pod_uid: str) -> dict:
+    """The pod's checkpoint token. Owned by the pod, so the garbage collector removes it with it."""
+    return {
+        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {
+            "name": token_secret_name(req.pod_name), "namespace": req.namespace,
+            "labels": {LABEL_MANAGED_BY: MANAGED_BY, LABEL_JOB: req.job_id},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": req.pod_name, "uid": pod_uid}],
+        },
+        "stringData": {TOKEN_KEY: req.checkpoint_token},
+    }
+
+
 def _container(req: BindRequest, resource: str, quantity: str) -> dict:
-    env = [
-        {"name": "TESSERA_JOB_ID", "value": req.job_id},
-        {"name": "TESSERA_PODINFO", "value": f"{PODINFO_DIR}/annotations"},
-    ]
-    env += [{"name": name, "value": value} for name, value in req.env]
+    env = _channel_env(req) + [{"name": name, "value": value} for name, value in req.env]
     memory = f"{req.memory_mib}Mi"
     return {
         "name": "job",
@@ -110,7 +151,7 @@ def _container(req: BindRequest, resource: str, quantity: str) -> dict:
             # Extended resources need limit == request; a memory limit keeps neighbours safe.
             "limits": {"memory": memory, resource: quantity},
         },
-        "volumeMounts": [{"name": "tessera-podinfo", "mountPath": PODINFO_DIR, "readOnly": True}],
+        "volumeMounts": _mounts(req),
     }
 
 

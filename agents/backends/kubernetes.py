@@ -103,6 +103,8 @@ class KubernetesBackend:
         if pod is None:
             pod = self._create_pod(req)
         _check_job(pod, req.job_id)
+        if req.checkpoint_token:  # before the binding: the kubelet mounts it when it starts the pod
+            self._create_token_secret(req, pod.metadata.uid)
         bound_to = pod.spec.node_name
         if bound_to == req.node_name:
             return Outcome.ALREADY_DONE
@@ -133,11 +135,7 @@ class KubernetesBackend:
         if pod.metadata.deletion_timestamp is not None:
             return Outcome.ALREADY_DONE  # already stopping under an earlier request
         # The annotation lands before SIGTERM, so the workload knows why it is being stopped.
-        self._annotate(req.namespace, req.pod_name, {
-            m.ANNOTATION_CHECKPOINT: f"preempt-{req.job_id}",
-            m.ANNOTATION_CHECKPOINT_REASON: "preemption",
-            m.ANNOTATION_PREEMPTED: req.reason,
-        })
+        self._annotate(req.namespace, req.pod_name, {m.ANNOTATION_PREEMPTED: req.reason})
         try:
             self.core.delete_namespaced_pod(
                 req.pod_name,
@@ -264,6 +262,16 @@ class KubernetesBackend:
                 raise
         # Someone (a retried task) created it between our read and our create: use theirs.
         return self.core.read_namespaced_pod(req.pod_name, req.namespace)
+
+    def _create_token_secret(self, req: BindRequest, pod_uid: str) -> None:
+        """Create the pod's token Secret; one already there holds the same token (a retried bind
+        derives the same one), so the backend needs no right to read or change Secrets."""
+        try:
+            self.core.create_namespaced_secret(req.namespace, m.token_secret_manifest(req, pod_uid),
+                                               _request_timeout=self.config.request_timeout_s)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
 
     def _require_namespace(self, namespace: str) -> None:
         try:

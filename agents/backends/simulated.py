@@ -41,10 +41,6 @@ from agents.telemetry import GpuReading, NodeReading
 
 # A spot reclaim notice arrives as this taint; its value is the UNIX time the node goes away.
 RECLAIM_TAINT = "tessera.io/reclaim-at"
-# How a workload reports a saved checkpoint back (the Kubernetes workload annotates its pod).
-ANNOTATION_SAVED = "tessera.io/checkpoint-saved"
-ANNOTATION_SAVED_PROGRESS = "tessera.io/checkpoint-progress-s"
-ANNOTATION_SAVED_AT = "tessera.io/checkpoint-saved-at"
 # What a bind tells the workload through its environment.
 ENV_RUNTIME = "TESSERA_RUNTIME_S"
 ENV_RESUME = "TESSERA_RESUME_S"
@@ -61,6 +57,23 @@ class SimConfig:
 
 
 @dataclass(frozen=True)
+class SavedCheckpoint:
+    """What a simulated workload confirms through the checkpoint channel once it has saved."""
+
+    job_id: str
+    pod_name: str
+    checkpoint_id: str
+    step: int
+    progress_s: float
+    saved_at: float  # UNIX time
+
+
+# Called with each saved checkpoint until it answers True (recorded for good), as a real workload
+# retries until the endpoint says 2xx. The workers pass agents.actions.confirm_simulated.
+Confirm = Callable[[SavedCheckpoint], bool]
+
+
+@dataclass(frozen=True)
 class SimNode:
     name: str
     gpu_model: str
@@ -71,9 +84,11 @@ class SimNode:
 
 
 class SimulatedBackend:
-    def __init__(self, path: str | Path, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, path: str | Path, clock: Callable[[], float] = time.time,
+                 confirm: Confirm | None = None) -> None:
         self.path = Path(path)
         self.clock = clock
+        self.confirm = confirm
 
     # -- set-up and commands (demo and tests) ---------------------------------------------
 
@@ -156,7 +171,7 @@ class SimulatedBackend:
             if pod is None:
                 return Outcome.GONE
             asked = pod["checkpoint"] or {}
-            if pod["phase"] != "Running" or req.checkpoint_id in (asked.get("id"), _saved_id(pod)):
+            if pod["phase"] != "Running" or req.checkpoint_id == asked.get("id"):
                 return Outcome.ALREADY_DONE
             pod["checkpoint"] = {"id": req.checkpoint_id, "asked_at": state["now"],
                                  "progress_s": _work(pod, state["now"], state["config"]["speed"])}
@@ -191,8 +206,24 @@ class SimulatedBackend:
             return RepartitionState(node_name, mig.get("config"), RepartitionPhase(mig.get("phase", "unknown")))
 
     def poll_observations(self) -> list[JobObservation]:
+        """The pods; the workloads also confirm what they saved since (see Confirm)."""
         with self._state(write=False) as state:
-            return [_observation(pod, state["nodes"][pod["node"]]) for pod in state["pods"].values()]
+            observed = [_observation(pod, state["nodes"][pod["node"]]) for pod in state["pods"].values()]
+            unconfirmed = {key: _saved(pod) for key, pod in state["pods"].items() if _unconfirmed(pod)}
+        self._confirm(unconfirmed)
+        return observed
+
+    def _confirm(self, saved: dict[str, SavedCheckpoint]) -> None:
+        """Outside the state lock: the confirmation writes to the database, which may wait."""
+        if self.confirm is None or not saved:
+            return
+        durable = {key: item.checkpoint_id for key, item in saved.items() if self.confirm(item)}
+        if durable:
+            with self._state() as state:
+                for key, checkpoint_id in durable.items():
+                    pod = state["pods"].get(key)
+                    if pod is not None and (pod["checkpoint"] or {}).get("id") == checkpoint_id:
+                        pod["checkpoint"]["confirmed"] = True
 
     def watch(self, timeout_s: float) -> Iterator[JobObservation]:
         yield from self.poll_observations()  # no change feed: the full picture is always current
@@ -237,8 +268,15 @@ def _work(pod: dict, now: float, speed: float) -> float:
     return min(pod["runtime_s"], pod["resume_s"] + max(0.0, until - pod["started_at"]) * speed)
 
 
-def _saved_id(pod: dict) -> str | None:
-    return pod["annotations"].get(ANNOTATION_SAVED)
+def _unconfirmed(pod: dict) -> bool:
+    asked = pod["checkpoint"]
+    return bool(asked and asked.get("saved_at") is not None and not asked.get("confirmed"))
+
+
+def _saved(pod: dict) -> SavedCheckpoint:
+    asked = pod["checkpoint"]
+    return SavedCheckpoint(job_id=pod["job_id"], pod_name=pod["name"], checkpoint_id=asked["id"],
+                           step=int(asked["progress_s"]), progress_s=asked["progress_s"], saved_at=asked["saved_at"])
 
 
 def _check_free(state: dict, req: BindRequest, node: dict, indexes: list[int]) -> None:
@@ -272,9 +310,8 @@ def _advance(state: dict) -> bool:
 def _run(pod: dict, now: float, config: dict) -> bool:
     changed = False
     asked = pod["checkpoint"]
-    if asked and asked["id"] != _saved_id(pod) and now >= asked["asked_at"] + config["checkpoint_save_s"]:
-        pod["annotations"].update({ANNOTATION_SAVED: asked["id"], ANNOTATION_SAVED_PROGRESS: str(asked["progress_s"]),
-                                   ANNOTATION_SAVED_AT: str(asked["asked_at"] + config["checkpoint_save_s"])})
+    if asked and asked.get("saved_at") is None and now >= asked["asked_at"] + config["checkpoint_save_s"]:
+        asked["saved_at"] = asked["asked_at"] + config["checkpoint_save_s"]  # one step of work a second
         changed = True
     finish_at = pod["started_at"] + (pod["runtime_s"] - pod["resume_s"]) / config["speed"]
     if now >= finish_at and (pod["stop_at"] is None or finish_at < pod["stop_at"]):

@@ -2,7 +2,7 @@
 
 It speaks just enough of /api/v1 for the Kubernetes backend: nodes (list, get, merge-patch),
 namespaces (get), pods (create, get, list, merge-patch, delete with grace, the binding
-subresource) and watch=true streams of pod events (chunked JSON lines, resourceVersion, 410 Gone
+subresource), secrets (create) and watch=true streams of pod events (chunked JSON lines, resourceVersion, 410 Gone
 after `compact()`). Tests drive the rest of the cluster (kubelet, mig-manager) through hooks:
 `set_node_labels`, `set_pod_phase`, `finish_deletion`.
 """
@@ -78,6 +78,7 @@ class FakeKubeApi:
         self.pods: dict[tuple[str, str], dict] = {}
         self.namespaces: set[str] = set()
         self.configmaps: dict[tuple[str, str], dict] = {}
+        self.secrets: dict[tuple[str, str], dict] = {}
         self.requests: list[tuple[str, str]] = []  # (method, path) in arrival order
         self._rv = 0
         self._events: list[tuple[int, str, dict]] = []  # pod events: (rv, type, object)
@@ -219,6 +220,15 @@ class FakeKubeApi:
         self.get_configmap(query, None, ns, name)
         return 200, copy.deepcopy(self._stamp(merge_patch(self.configmaps[(ns, name)], body)))
 
+    def create_secret(self, query: dict, body: dict, ns: str) -> tuple[int, dict]:
+        name = body["metadata"]["name"]
+        if (ns, name) in self.secrets:
+            raise ApiError(409, "AlreadyExists", f'secrets "{name}" already exists')
+        secret = copy.deepcopy(body)
+        secret["metadata"].update(namespace=ns, uid=f"uid-{next(_uids)}")
+        self.secrets[(ns, name)] = self._stamp(secret)
+        return 201, copy.deepcopy(secret)
+
     def create_pod(self, query: dict, body: dict, ns: str) -> tuple[int, dict]:
         if ns not in self.namespaces:
             raise ApiError(404, "NotFound", f'namespaces "{ns}" not found')
@@ -344,6 +354,7 @@ ROUTES = [
     ("GET", r"^/api/v1/namespaces/(?P<ns>[^/]+)/configmaps/(?P<name>[^/]+)$", "get_configmap"),
     ("PATCH", r"^/api/v1/namespaces/(?P<ns>[^/]+)/configmaps/(?P<name>[^/]+)$", "patch_configmap"),
     ("POST", r"^/api/v1/namespaces/(?P<ns>[^/]+)/configmaps$", "create_configmap"),
+    ("POST", r"^/api/v1/namespaces/(?P<ns>[^/]+)/secrets$", "create_secret"),
 ]
 _WATCHABLE = re.compile(r"^/api/v1(?:/namespaces/(?P<ns>[^/]+))?/pods$")
 

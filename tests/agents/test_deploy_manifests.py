@@ -54,6 +54,7 @@ def test_the_backend_gets_the_least_rights_it_needs():
         "nodes": ["get", "list", "patch", "watch"],
         "pods": ["create", "delete", "get", "list", "patch", "watch"],
         "pods/binding": ["create"],
+        "secrets": ["create"],
         "namespaces": ["get"],
     }
     assert all(len(r["resources"]) == 1 and r["apiGroups"] == [""] for r in role["rules"])

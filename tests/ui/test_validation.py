@@ -19,6 +19,8 @@ BAD = [
     ("unknown_kind", {"kind": "mining"}, "kind"),
     ("unknown_priority", {"priority_class": "ultra"}, "priority_class"),
     ("short_checkpoints", {"checkpoint_interval_s": 5}, "checkpoint_interval_s"),
+    ("zero_save_time", {"checkpoint_interval_s": 600, "checkpoint_save_s": 0}, "checkpoint_save_s"),
+    ("save_time_above_an_hour", {"checkpoint_interval_s": 600, "checkpoint_save_s": 3601}, "checkpoint_save_s"),
     ("bad_name", {"name": "no spaces please"}, "name"),
     ("unknown_project", {"project": "nope"}, "project"),
 ]

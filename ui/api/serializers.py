@@ -17,7 +17,8 @@ class JobSerializer(serializers.ModelSerializer):
         model = Job
         fields = ["id", "name", "team", "project", "kind", "priority_class", "priority_value", "status",
                   "gpus", "gpu_memory_gb", "gpu_models", "cpu_cores", "memory_gb", "gang",
-                  "checkpoint_interval_s", "expected_runtime_s", "preemptible", "image", "command",
+                  "checkpoint_interval_s", "checkpoint_save_s", "expected_runtime_s", "preemptible", "image",
+                  "command",
                   "submitted_by", "submitted_at", "started_at", "finished_at", "borrowed", "queue_order",
                   "queue_position_team", "queue_position_overall", "estimated_start",
                   "pending_reason_code", "pending_reason"]
@@ -51,6 +52,8 @@ class JobSubmitSerializer(serializers.Serializer):
     cpu_cores = serializers.FloatField(min_value=0.1, default=1)
     memory_gb = serializers.FloatField(min_value=0, default=8)
     checkpoint_interval_s = serializers.IntegerField(min_value=0, required=False, allow_null=True, default=None)
+    checkpoint_save_s = serializers.IntegerField(min_value=1, max_value=3600, required=False, allow_null=True,
+                                                 default=None, help_text="Seconds a checkpoint takes to write.")
     expected_runtime_s = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
     image = serializers.CharField(required=False, allow_blank=True, max_length=300, default="")
     command = serializers.CharField(required=False, allow_blank=True, max_length=1000, default="")
