@@ -256,7 +256,7 @@ def cycle_run(*, dispatch: Dispatch | None = None, now: datetime | None = None) 
     with cycle_lock() as held:
         if not held:
             return {"ran": False}
-        report = run_cycle(now=now, dispatch=dispatch)
+        report = run_cycle(policy=settings.TESSERA_POLICY, now=now, dispatch=dispatch)
         failpoint("cycle.hold")
         return {"ran": True, "placed": report.applied.bound_jobs, "actions": report.applied.action_ids,
                 "summary": report.summary()}

@@ -31,7 +31,7 @@ class CycleReport:
                 f"apply {self.apply_s * 1000:.0f} ms")
 
 
-def run_cycle(*, policy: str = "tessera", now: datetime | None = None,
+def run_cycle(*, policy: str, now: datetime | None = None,
               dispatch: Callable[[list[int]], None] | None = None) -> CycleReport:
     """Run one cycle. `dispatch` receives the new ActionRequest ids after the commit, so a
     backend never acts on an intent that was rolled back."""

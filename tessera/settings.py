@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+from scheduling.engine.policies import POLICIES
 from tessera.env import (
     env_bool,
     env_choice,
@@ -122,6 +123,7 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # Workers (agents/): which cluster they drive and how often each loop runs.
 TESSERA_BACKEND = env_choice("TESSERA_BACKEND", "simulated", ("simulated", "kubernetes"))
+TESSERA_POLICY = env_choice("TESSERA_POLICY", "tessera", POLICIES.names())  # the live cycle's engine policy
 TESSERA_SIMULATED_STATE = env_str("TESSERA_SIMULATED_STATE", str(VAR_DIR / "simulated-cluster.json"))
 TESSERA_AGENT_TOKEN_FILE = env_str("TESSERA_AGENT_TOKEN_FILE", "")
 TESSERA_POLL_INTERVAL_S = env_int("TESSERA_POLL_INTERVAL_S", 15, minimum=1)

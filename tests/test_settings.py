@@ -30,6 +30,7 @@ def start_django(**overrides) -> subprocess.CompletedProcess:
     ("ALLOWED_HOSTS", " , "),
     ("SECRET_KEY", "short"),
     ("TESSERA_BACKEND", "slurm"),
+    ("TESSERA_POLICY", "tesera"),
     ("TESSERA_POLL_INTERVAL_S", "0"),
 ])
 def test_it_refuses_to_start_with_a_bad_value_and_names_it(name, value):

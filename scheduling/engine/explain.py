@@ -14,7 +14,7 @@ from .memory import smallest_profile
 from .mig import canonical_model, geometry_for
 from .placement import allowed_models, as_whole, model_memory
 from .plan import PendingInfo
-from .plugins.tiers import tier_order
+from .tiers import tier_order
 from .types import Job
 from .wording import gpus
 

@@ -1,37 +1,54 @@
-"""Named policies: which plugins and actions, in which order. Registered by name; an unknown
-name or a policy naming an unknown plugin/action fails when it is built, loudly."""
+"""Named policies. A policy is one literal: a name, its Features (flags and limits, features.py)
+and the actions it runs, least disruptive first. A misspelt feature or an unknown action is an
+error when this module (or the one declaring the policy) is imported, never a silent default.
+
+The live cycle runs the policy named by TESSERA_POLICY (tessera/settings.py, checked at start-up).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from .actions import ACTIONS
-from .plugins import build_features
-from .plugins.features import Features
+from .features import Features
 from .registry import Registry
 
 ALL_ACTIONS = ("allocate", "backfill", "reclaim", "preempt", "repartition")
+Action = Callable[..., None]  # takes the cycle's Session
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Policy:
     name: str
-    plugins: tuple[str, ...]
+    features: Features
     actions: tuple[str, ...] = ALL_ACTIONS
-    options: dict = field(default_factory=dict)
 
-    def build(self) -> tuple[Features, list]:
-        """Resolve every name now, so a bad policy fails before any cycle runs."""
-        features = build_features(self.plugins, self.options)
-        return features, [(name, ACTIONS.get(name)) for name in self.actions]
+    def __post_init__(self) -> None:
+        for name in self.actions:
+            ACTIONS.get(name)  # KeyError naming the known actions
+
+    def build(self) -> tuple[Features, list[tuple[str, Action]]]:
+        """The features and the actions to run, in order."""
+        return self.features, [(name, ACTIONS.get(name)) for name in self.actions]
+
+    def with_features(self, **changes) -> Policy:
+        """The same policy with some features changed (experiments and tests)."""
+        return replace(self, features=replace(self.features, **changes))
 
 
 POLICIES = Registry("policy")
 
-POLICIES.register("tessera", Policy(
+
+def register(policy: Policy) -> Policy:
+    return POLICIES.register(policy.name, policy)
+
+
+TESSERA = register(Policy(
     name="tessera",
-    plugins=("gang", "quota", "fairshare", "team-order", "reserve", "topology", "tiers", "mig",
-             "sharing", "memory", "binpack"),
+    features=Features(gang=True, quota=True, fairshare=True, team_order=True, reserve=True,
+                      topology=True, tiers=True, mig=True, sharing=True, memory_aware=True,
+                      packing="binpack"),
 ))
 
 # tessera plus consolidation (actions/consolidate.py): moves checkpointing jobs into gaps so a
@@ -39,27 +56,25 @@ POLICIES.register("tessera", Policy(
 # raised utilisation by 0.010 on average (-0.009..+0.032, better on four of five) for 1.9x the
 # preemptions, and a move costs more on real clusters (checkpoint I/O, image pulls) than the
 # simulator's 60 s restart.
-POLICIES.register("tessera-consolidate", Policy(
+register(Policy(
     name="tessera-consolidate",
-    plugins=POLICIES.get("tessera").plugins,
+    features=TESSERA.features,
     actions=("allocate", "backfill", "reclaim", "preempt", "consolidate", "repartition"),
 ))
 
 # Kubernetes as shipped: GPUs are opaque integers (a sub-GPU job takes a whole GPU), no MIG,
 # no sharing, least-allocated spreading, pods placed one by one (no gangs), no topology.
-POLICIES.register("k8s-default", Policy(
-    name="k8s-default", plugins=("spread",), actions=("allocate",),
-))
+register(Policy(name="k8s-default", features=Features(packing="spread"), actions=("allocate",)))
 
 # Best fit on integer GPUs with memory-bounded sharing and gangs, no MIG, topology or tiers:
 # the BestFit baseline of the fragmentation experiments.
-POLICIES.register("binpack", Policy(
-    name="binpack", plugins=("gang", "sharing", "memory", "binpack"), actions=("allocate",),
-    options={},
+register(Policy(
+    name="binpack", features=Features(gang=True, sharing=True, memory_aware=True, packing="binpack"),
+    actions=("allocate",),
 ))
 
 
-def get_policy(config) -> Policy:
+def get_policy(config: str | Policy) -> Policy:
     if isinstance(config, Policy):
         return config
     return POLICIES.get(config)

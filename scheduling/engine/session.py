@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from .features import Features
 from .mig import canonical_model
 from .plan import Bind, Preempt, Repartition
-from .plugins.features import Features
 from .reservations import Book
 from .state import GpuState, Member, NodeState
 from .types import Job, Queue, Snapshot

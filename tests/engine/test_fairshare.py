@@ -1,6 +1,6 @@
 import pytest
 
-from scheduling.engine.plugins.fairshare import TeamDemand, deserved_shares
+from scheduling.engine.fairshare import TeamDemand, deserved_shares
 
 
 @pytest.mark.parametrize("capacity, teams, expected", [

@@ -1,8 +1,6 @@
 """Production inference that finds no free MIG slice still starts at once: it shares a
 whole-mode GPU, bounded by memory, rather than holding a whole GPU for a fraction of its use."""
 
-from dataclasses import replace
-
 from scheduling.engine import schedule
 from scheduling.engine.policies import get_policy
 from tests.engine.builders import binds_by_job, inference, job, node, snap
@@ -38,7 +36,7 @@ def test_the_rest_of_the_node_stays_whole_for_training():
 
 
 def test_without_the_option_it_takes_a_whole_gpu():
-    policy = replace(get_policy("tessera"), options={"production_shares": False})
+    policy = get_policy("tessera").with_features(production_shares=False)
     plan = schedule(snap([FULL_MIG], [inference("web-1", 9.7)], queues=[("web", 8)]), policy)
     assert allocation(plan, "web-1").milli == 1000
 

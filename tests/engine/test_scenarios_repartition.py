@@ -67,11 +67,8 @@ def test_in_flight_repartition_counts_as_done_and_takes_no_work():
 
 
 def _capped(limit):
-    from dataclasses import replace
-
     from scheduling.engine import POLICIES
-    tessera = POLICIES.get("tessera")
-    return replace(tessera, options={**tessera.options, "max_repartitions_per_cycle": limit})
+    return POLICIES.get("tessera").with_features(max_repartitions_per_cycle=limit)
 
 
 def _busy_mig_gpu(i):

@@ -67,7 +67,7 @@ def test_jobs_larger_than_a_node_become_even_gangs(total, expected):
 
 
 def test_a_cycle_places_jobs_opens_their_ledger_and_explains_the_rest(demo):
-    report = run_cycle()
+    report = run_cycle(policy="tessera")
     assert report.applied.bound_jobs
     for job in Job.objects.filter(pk__in=report.applied.bound_jobs):
         assert job.status == "running" and job.events.filter(kind="placed").exists()
@@ -80,9 +80,9 @@ def test_a_cycle_places_jobs_opens_their_ledger_and_explains_the_rest(demo):
 
 
 def test_a_second_cycle_places_nothing_twice(demo):
-    run_cycle()
+    run_cycle(policy="tessera")
     placements = Placement.objects.filter(ended_at__isnull=True).count()
-    run_cycle(now=timezone.now() + timedelta(seconds=5))
+    run_cycle(policy="tessera", now=timezone.now() + timedelta(seconds=5))
     assert Placement.objects.filter(ended_at__isnull=True).count() >= placements
     for gpu in Gpu.objects.all():
         whole = gpu.placements.filter(ended_at__isnull=True, mig_instance__isnull=True)

@@ -59,7 +59,7 @@ def _measured_cluster():
 
 def _scheduler_writes_reasons():
     """One real scheduling cycle: the engine places what fits and explains the rest."""
-    run_cycle()
+    run_cycle(policy="tessera")
 
 
 def _shoot(page, name):

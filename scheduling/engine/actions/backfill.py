@@ -6,14 +6,12 @@ from __future__ import annotations
 
 from .common import PLACED, ordered, request_shape, try_place
 
-ATTEMPTS = 64
-
 
 def backfill(session) -> None:
     book = session.book
     if not (session.features.reserve and book):
         return
-    attempts = session.features.option("backfill_attempts", ATTEMPTS)
+    attempts = session.features.backfill_attempts
     failed: set = set()
     waiting = [j for j in session.waiting() if j.id not in session.reasons
                and j.id not in book.by_holder and j.id not in session.nominated]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import heapq
 
+from ..fairshare import TeamDemand, deserved_shares
 from ..memory import share_milli, smallest_profile
 from ..mig import geometry_for
 from ..placement import allowed_models, as_whole, model_memory, place_job
-from ..plugins.fairshare import TeamDemand, deserved_shares
 from ..statement import Statement
 from ..types import Job
 from ..wording import gpus
@@ -26,12 +26,15 @@ def overall_key(job: Job):
 
 def ordered(session, jobs):
     """Jobs in scheduling order. With fair share, teams take turns by weighted usage (the
-    least served team first) among heads of equal class; else plain class-then-FIFO."""
+    least served team first) among heads of equal class, each team's line in its lead's order
+    when the policy has `team_order` (else class-then-FIFO); without fair share plain
+    class-then-FIFO."""
     if not session.features.fairshare:
         yield from sorted(jobs, key=overall_key)
         return
+    in_team = team_key if session.features.team_order else overall_key
     queues: dict[str, list[Job]] = {}
-    for job in sorted(jobs, key=team_key, reverse=True):
+    for job in sorted(jobs, key=in_team, reverse=True):
         queues.setdefault(job.team, []).append(job)  # a stack: next job at the end
     heap = [_entry(session, team, q[-1]) for team, q in queues.items()]
     heapq.heapify(heap)

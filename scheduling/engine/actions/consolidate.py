@@ -22,7 +22,6 @@ from ..placement import as_whole, place_job
 from ..statement import Statement
 from .common import burst_refusal, min_units, ordered, request_shape, within_guarantee
 from .evict import (
-    MIN_RUNTIME_S,
     NODE_TRIES,
     nominate,
     stoppable_runners,
@@ -33,14 +32,12 @@ from .evict import (
 )
 from .gang_victims import gang_nodes, gang_victims, per_node_gpus
 
-ATTEMPTS = 8
-CONSOLIDATE_AFTER_S = 1800.0
 RESTART_S = 120.0  # what a move costs a job beyond its lost work: save, stop, restore
 
 
 def consolidate(session) -> None:
-    attempts = session.features.option("consolidate_attempts", ATTEMPTS)
-    settled = session.now - session.features.option("min_runtime_s", MIN_RUNTIME_S)
+    attempts = session.features.consolidate_attempts
+    settled = session.now - session.features.min_runtime_s
     movable = [m for m in stoppable_runners(session) if _movable(session, m, settled)]
     failed: set = set()
     for job in ordered(session, undecided_waiting(session)):
@@ -82,7 +79,7 @@ def _admitted(session, job) -> bool:
 def _starts_soon(session, job) -> bool:
     own = session.book.by_holder.get(job.id)
     at = own.at if own is not None else math.inf
-    return at - session.now <= session.features.option("consolidate_after_s", CONSOLIDATE_AFTER_S)
+    return at - session.now <= session.features.consolidate_after_s
 
 
 def _moves_for(session, job, pool) -> list[str] | None:

@@ -18,8 +18,6 @@ from .common import burst_refusal, min_units, ordered, request_shape, within_gua
 from .gang_victims import fits_now, freeable_gpus, gang_nodes, gang_victims, per_node_gpus, shortest_prefix
 
 NODE_TRIES = 12
-ATTEMPTS = 24
-MIN_RUNTIME_S = 900.0  # a job that (re)started this recently is only stopped for production
 
 
 def reclaim(session) -> None:
@@ -42,13 +40,13 @@ def preempt(session) -> None:
 
 
 def _evict_for(session, eligible, reason: str, need_guarantee: bool) -> None:
-    attempts = session.features.option("preempt_attempts", ATTEMPTS)
+    attempts = session.features.preempt_attempts
     runners = stoppable_runners(session)
     if not runners:
         return
     priorities = [m.job.priority for m in runners]  # runners are sorted by class
     failed: set = set()  # request shapes that found no victims this cycle
-    settled = session.now - session.features.option("min_runtime_s", MIN_RUNTIME_S)
+    settled = session.now - session.features.min_runtime_s
     for job in ordered(session, undecided_waiting(session)):
         if attempts <= 0:
             return

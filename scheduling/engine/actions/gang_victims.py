@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 
 from ..placement import allowed_models, as_whole, host_capacity, place_job, whole_candidates
-from ..plugins.tiers import tier_order
 from ..statement import Statement
+from ..tiers import tier_order
 
 NODE_TRIES = 12
 EXTRA_NODES = 2  # when the k cheapest do not do (topology, host resources), try a few more

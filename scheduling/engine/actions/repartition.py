@@ -19,16 +19,12 @@ from ..placement import allowed_models, as_whole, search_order
 from ..plan import Repartition
 from .common import burst_refusal, min_units, ordered, request_shape
 
-MAX_PER_CYCLE = 32
-ATTEMPTS = 64
-LAYOUT_MIN_AGE_S = 600.0
-
 
 class _Planner:
     def __init__(self, session):
         self.session = session
-        self.min_age = session.features.option("layout_min_age_s", LAYOUT_MIN_AGE_S)
-        self.budget = session.features.option("max_repartitions_per_cycle", MAX_PER_CYCLE)
+        self.min_age = session.features.layout_min_age_s
+        self.budget = session.features.max_repartitions_per_cycle
         self.planned: dict[tuple, list] = {}  # gpu key -> [gpu, mig_enabled, layout, mask]
         self.open: dict[tuple, list] = {}  # (model, tier) -> planned MIG entries, in plan order
         self.full: dict[tuple, set] = {}  # profile shape -> planned GPUs it no longer fits
@@ -171,7 +167,7 @@ def repartition(session) -> None:
     planner = _Planner(session)
     # Attempts bound the work spent on jobs no repartition helps; a request shape that found
     # nothing finds nothing again this cycle (planning only takes capacity).
-    attempts = session.features.option("repartition_attempts", ATTEMPTS)
+    attempts = session.features.repartition_attempts
     failed: set = set()
     heads: set[str] = set()  # team-order heads helped, so the jobs behind them may start too
     planned_units: dict[str, float] = {}

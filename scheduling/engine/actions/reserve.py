@@ -12,12 +12,11 @@ import math
 from collections import defaultdict
 
 from ..placement import allowed_models, as_whole, host_capacity, whole_candidates
-from ..plugins.tiers import tier_order
 from ..reservations import Reservation
+from ..tiers import tier_order
 from .common import burst_refusal, min_units, ordered, within_guarantee
 from .gang_victims import gang_nodes
 
-MAX_RESERVATIONS = 8
 INF = math.inf
 
 
@@ -55,7 +54,7 @@ def _fits_now(session, job) -> bool:
 def reserve_for(session, job) -> None:
     """Reserve for `job` unless its team and class already hold one or the book is full."""
     book = session.book
-    limit = session.features.option("max_reservations", MAX_RESERVATIONS)
+    limit = session.features.max_reservations
     if (job.id in book.by_holder or len(book.items) >= limit or not as_whole(session, job)
             or any(r.team == job.team and r.priority == job.priority for r in book.items)
             or not admitted(session, job)):

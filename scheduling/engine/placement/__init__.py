@@ -34,7 +34,7 @@ def place_job(session, job: Job, stmt: Statement) -> bool:
         # shares a whole-mode GPU (memory-bounded, as MPS would), else takes whole GPUs
         # (bigger than its need, never smaller).
         stmt.discard()
-        if session.features.option("production_shares", True):
+        if session.features.production_shares:
             if _place_with(session, job, models, stmt, find_share):
                 return True
             stmt.discard()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..mig import canonical_model
-from ..plugins.tiers import tier_order
+from ..tiers import tier_order
 from ..types import Job
 
 

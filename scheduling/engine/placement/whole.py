@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ..plugins.tiers import tier_order
 from ..statement import Statement
+from ..tiers import tier_order
 from ..topology import GroupShape, choose_gpus, group_cost
 from ..types import Allocation, Job
 from .common import search_order

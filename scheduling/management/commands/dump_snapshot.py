@@ -1,5 +1,6 @@
 from pathlib import Path
 
+from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from scheduling import engine
@@ -16,6 +17,6 @@ class Command(BaseCommand):
     def handle(self, *args, out, **options):
         snapshot = build_snapshot()
         snapshot_dump(snapshot, out)
-        plan = engine.schedule(snapshot, "tessera")
+        plan = engine.schedule(snapshot, settings.TESSERA_POLICY)
         self.stdout.write(f"Wrote {out}: {len(snapshot.nodes)} nodes, {len(snapshot.pending)} pending, "
-                          f"{len(snapshot.running)} running members; tessera would bind {len(plan.binds)} now.")
+                          f"{len(snapshot.running)} running members; {plan.policy} would bind {len(plan.binds)} now.")

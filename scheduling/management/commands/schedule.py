@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from scheduling import engine
@@ -9,7 +10,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--once", action="store_true", help="Run a single cycle (the default).")
-        parser.add_argument("--policy", default="tessera", help=f"One of: {', '.join(engine.POLICIES.names())}")
+        parser.add_argument("--policy", default=settings.TESSERA_POLICY,
+                            help=f"One of: {', '.join(engine.POLICIES.names())} (default: TESSERA_POLICY)")
 
     def handle(self, *args, policy, **options):
         if policy not in engine.POLICIES:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scheduling.engine.features import Features
 from scheduling.engine.policies import POLICIES, Policy, get_policy
 
 REPLICAS = 4          # time-slicing replicas per GPU (the device plugin's usual setting)
@@ -22,7 +23,7 @@ SHARE_EFFICIENCY = {"mig": 1.0, "share": 0.925, "timeslice": 0.75}
 
 if TIMESLICE not in POLICIES:
     # Plain Kubernetes with time-slicing: no gangs, MIG, quotas or topology; packs shared GPUs.
-    POLICIES.register(TIMESLICE, Policy(name=TIMESLICE, plugins=("sharing", "binpack"),
+    POLICIES.register(TIMESLICE, Policy(name=TIMESLICE, features=Features(sharing=True, packing="binpack"),
                                         actions=("allocate",)))
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..types import TIERS, Job
+from .types import TIERS, Job
 
 ON_DEMAND_FIRST = ("reserved", "on-demand", "spot")
 

@@ -1,0 +1,58 @@
+"""What a policy turns on, and the limits its actions work within: one frozen dataclass.
+
+There are no plugins. A policy is a name, these feature flags and limits, and the actions it runs
+(policies.py). Every option is a named, typed field, so a misspelt one (`layot_min_age_s=...`) is
+a TypeError when the module that writes it is imported, a wrong type (`gang="yes"`) or an unknown
+packing a ValueError, and a cycle can never change its own rules (frozen).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Literal, get_args
+
+Packing = Literal["binpack", "spread"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Features:
+    # --- what is on ------------------------------------------------------------------------------
+    gang: bool = False           # all members or none
+    quota: bool = False          # guarantees, burst limits, borrowed marking
+    fairshare: bool = False      # idle capacity lent by weight; teams served by weighted usage
+    team_order: bool = False     # within a team, the lead's order goes before submission time
+    reserve: bool = False        # blocked jobs reserve the GPUs that free earliest (backfill)
+    topology: bool = False       # lowest all-reduce cost group for multi-GPU jobs
+    tiers: bool = False          # reserved / on-demand / spot routing
+    mig: bool = False            # sub-GPU jobs go to MIG instances
+    sharing: bool = False        # sub-GPU jobs may share a non-MIG GPU (milli shares)
+    share_mig_capable: bool = False  # ...also on MIG-capable GPUs in whole mode
+    memory_aware: bool = False   # a job only goes where its memory need fits
+    production_shares: bool = True  # production inference with no free slice shares a whole-mode
+    #                                 GPU rather than taking a whole one (needs gang and sharing)
+    packing: Packing = "spread"  # "binpack" (fullest first) or "spread" (least allocated)
+
+    # --- limits: how much work an action may do per cycle, and its thresholds ---------------------
+    preempt_attempts: int = 24           # waiting jobs reclaim/preempt look for victims for
+    min_runtime_s: float = 900.0         # a job (re)started this recently is stopped only for production
+    backfill_attempts: int = 64          # jobs backfill tries on reserved GPUs
+    max_reservations: int = 8            # blocked jobs holding reservations at once
+    layout_min_age_s: float = 600.0      # repartition hysteresis: a layout younger than this stays
+    max_repartitions_per_cycle: int = 32  # repartitions of GPUs that still run work
+    repartition_attempts: int = 64       # jobs no repartition helped before repartition gives up
+    consolidate_attempts: int = 8        # blocked jobs consolidate looks for movers for
+    consolidate_after_s: float = 1800.0  # consolidate only for a job that would wait longer than this
+
+    def __post_init__(self) -> None:
+        for spec in fields(self):
+            value = getattr(self, spec.name)
+            if spec.type == "Packing":
+                if value not in get_args(Packing):
+                    raise ValueError(f"Features.{spec.name} is {value!r}; expected one of {get_args(Packing)}")
+                continue
+            expected = {"bool": (bool,), "int": (int,), "float": (int, float)}[str(spec.type)]
+            # bool is an int in Python; a number where a flag belongs (or the reverse) is a mistake.
+            if not isinstance(value, expected) or (isinstance(value, bool) and spec.type != "bool"):
+                raise ValueError(f"Features.{spec.name} is {value!r}; expected {spec.type}")
+            if spec.type != "bool" and value < 0:
+                raise ValueError(f"Features.{spec.name} is {value!r}; expected a number >= 0")
