@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from agents.backends.base import Backend, MigSlot, RepartitionPhase, RepartitionRequest
-from scheduling.engine import mig
 from scheduling.models import ActionRequest, Gpu, MigInstance
 
 
@@ -63,11 +62,8 @@ def layout_write(gpu: Gpu, mig_enabled: bool, layout: list[tuple[str, int]]) -> 
             return f"{instance} is in use; it cannot be removed."
         # Finished placements keep their mig_profile and share; the ledger copied its gpu_fraction.
         instance.delete()
-    geometry = mig.geometry_for(gpu.model)
     for name, start in sorted(wanted, key=lambda slot: slot[1]):
-        profile = geometry.resolve(name)
-        MigInstance.objects.create(gpu=gpu, profile=profile.name, start_slot=start, size_slots=profile.memory_slices,
-                                   compute_slices=profile.compute_slices, memory_gb=profile.memory_gb)
+        MigInstance.for_profile(gpu, name, start).save()
     gpu.mig_enabled = mig_enabled
     gpu.save(update_fields=["mig_enabled"])
     return ""

@@ -146,7 +146,7 @@ def _placements(rng, job, run):
             gpu = mig.gpu if mig else target
             yield Placement(
                 job=job, gpu=gpu, mig_instance=mig, mig_profile=mig.profile if mig else "",
-                share_milli=round(1000 * mig.compute_slices / 7) if mig else 1000,
+                share_milli=mig.share_milli if mig else 1000,
                 memory_gb=mig.memory_gb if mig else gpu.memory_gb, started_at=low, ended_at=high, end_reason=reason)
 
 

@@ -24,11 +24,12 @@ class UsageInterval(models.Model):
     gpu = models.ForeignKey("scheduling.Gpu", on_delete=models.PROTECT, related_name="usage_intervals")
     gpu_model = models.CharField(max_length=40)
     tier = models.ForeignKey("scheduling.CapacityTier", on_delete=models.PROTECT, related_name="usage_intervals")
-    # Six places hold k/7 closely enough that a fully sliced GPU sums to exactly 1.000000.
+    # Copied from the placement (Placement.billed_fraction; MIG: MigInstance.gpu_fraction).
     gpu_fraction = models.DecimalField(
         max_digits=7, decimal_places=6, validators=[MinValueValidator(Decimal("0.000001")),
                                                     MaxValueValidator(Decimal("1"))],
-        help_text="GPU units billed: 1 for a whole GPU, compute slices / 7 for MIG, else the share.")
+        help_text="GPU units billed: 1 for a whole GPU, a MIG instance's compute slices over its GPU's, "
+                  "else the share.")
     started_at = models.DateTimeField()
     ended_at = models.DateTimeField(null=True, blank=True, help_text="Empty while the interval is open.")
     end_reason = models.CharField(max_length=30, blank=True)

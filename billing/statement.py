@@ -122,8 +122,8 @@ def statement_pdf(report: Report, unit_name: str, *, generated: datetime) -> byt
         Paragraph("Rates in force", styles["Heading3"]), _rates(report),
         Spacer(1, 4 * mm),
         Paragraph("Cost = GPU-hours × the rate in force, split at month boundaries and rate changes; a MIG "
-                  "instance counts its compute slices / 7. Each line is rounded to the cent and totals are "
-                  "sums of lines.", styles["Italic"]),
+                  "instance counts its compute slices over its GPU's (7, or 4 on an A30). Each line is rounded "
+                  "to the cent and totals are sums of lines.", styles["Italic"]),
     ]
     document.build(story)
     return buffer.getvalue()

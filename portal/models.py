@@ -33,7 +33,7 @@ class Team(models.Model):
     business_unit = models.ForeignKey(BusinessUnit, on_delete=models.PROTECT, related_name="teams")
     guaranteed_gpus = models.DecimalField(
         max_digits=8, decimal_places=3, default=Decimal("0"), validators=[MinValueValidator(0)],
-        help_text="GPU units always available to the team (a MIG slice counts compute/7).")
+        help_text="GPU units always available to the team (a MIG slice counts its compute slices over its GPU's).")
     burst_limit_gpus = models.DecimalField(
         max_digits=8, decimal_places=3, default=Decimal("0"), validators=[MinValueValidator(0)],
         help_text="Most GPU units the team may hold, borrowed capacity included.")

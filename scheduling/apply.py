@@ -16,7 +16,6 @@ from django.db import IntegrityError, transaction
 
 from portal import freshness
 from scheduling import engine
-from scheduling.engine import mig
 from scheduling.models import ActionRequest, Gpu, Job, MigInstance, Placement
 from scheduling.services import job_event_add, placement_start
 
@@ -90,7 +89,7 @@ def _place(job: Job, gpu: Gpu, allocation: engine.Allocation, now) -> Placement:
     memory = allocation.memory_gb
     if allocation.mig_profile is not None:
         instance = _mig_instance(gpu, allocation.mig_profile, allocation.mig_start)
-        share = max(1, round(1000 * instance.compute_slices / _compute_slices(gpu)))
+        share = instance.share_milli
         memory = instance.memory_gb
     elif share >= 1000:
         memory = gpu.memory_gb
@@ -101,20 +100,14 @@ def _place(job: Job, gpu: Gpu, allocation: engine.Allocation, now) -> Placement:
     return placement
 
 
-def _compute_slices(gpu: Gpu) -> int:
-    geometry = mig.geometry_for(gpu.model)
-    return geometry.compute_slices if geometry else 7
-
-
 def _mig_instance(gpu: Gpu, profile_name: str, start: int) -> MigInstance:
     """The instance at (gpu, start), created when the engine asks for one on free slices."""
     existing = gpu.mig_instances.filter(start_slot=start).first()
     if existing is not None:
         return existing
-    profile = mig.geometry_for(gpu.model).resolve(profile_name)
-    return MigInstance.objects.create(gpu=gpu, profile=profile.name, start_slot=start,
-                                      size_slots=profile.memory_slices, compute_slices=profile.compute_slices,
-                                      memory_gb=profile.memory_gb)
+    instance = MigInstance.for_profile(gpu, profile_name, start)
+    instance.save()
+    return instance
 
 
 def _bind_action(job: Job, bind: engine.Bind, placements, now) -> ActionRequest:

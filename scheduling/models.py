@@ -1,11 +1,21 @@
 """Cluster state and work: the rows the scheduling engine's snapshot is built from."""
 
+from __future__ import annotations
+
 from decimal import ROUND_HALF_UP, Decimal
 
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import F, Q
+from django.db.models.functions import Cast
+
+from scheduling.engine import mig
+
+
+def decimal_fraction(value: float) -> Decimal:
+    """A GPU fraction as the six-place decimal quota and billing store."""
+    return Decimal(value).quantize(Decimal("0.000001"), rounding=ROUND_HALF_UP)
 
 
 class CapacityTier(models.Model):
@@ -117,12 +127,22 @@ class Gpu(models.Model):
 
 
 class MigInstance(models.Model):
+    """One MIG GPU instance. `gpu_fraction` is the one definition of what it counts for: its compute
+    slices over its GPU's (from the MIG geometry: 1g on an A100 or H100 is 1/7, on an A30 1/4).
+    The quota gauge, free capacity, placements and the bill all read it; the engine computes the
+    same number from the same geometry (`MigGeometry.gpu_fraction`)."""
+
     gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="mig_instances")
     profile = models.CharField(max_length=30, help_text="As the driver names it, e.g. 3g.40gb.")
     start_slot = models.PositiveSmallIntegerField(validators=[MaxValueValidator(7)])
     size_slots = models.PositiveSmallIntegerField(validators=[MinValueValidator(1), MaxValueValidator(8)])
     compute_slices = models.PositiveSmallIntegerField(validators=[MinValueValidator(1), MaxValueValidator(7)])
     memory_gb = models.FloatField()
+    # Six places hold k/7 closely enough that a fully sliced GPU sums to 1 within 0.000001.
+    gpu_fraction = models.DecimalField(
+        max_digits=7, decimal_places=6, validators=[MinValueValidator(Decimal("0.000001")),
+                                                    MaxValueValidator(Decimal("1"))],
+        help_text="GPU units it counts for: compute slices / the GPU's compute slices (7; 4 on an A30).")
 
     class Meta:
         ordering = ["gpu", "start_slot"]
@@ -135,6 +155,24 @@ class MigInstance(models.Model):
 
     def __str__(self) -> str:
         return f"{self.gpu} {self.profile}@{self.start_slot}"
+
+    @classmethod
+    def for_profile(cls, gpu: Gpu, profile: str, start_slot: int) -> MigInstance:
+        """An unsaved instance of `profile` (a driver name such as 3g.39gb resolves to its shape) at
+        `start_slot` of `gpu`, every derived field taken from the GPU model's MIG geometry."""
+        geometry = mig.geometry_for(gpu.model)
+        if geometry is None:
+            raise ValueError(f"{gpu.model} has no MIG geometry; {gpu} cannot hold MIG instances")
+        shape = geometry.resolve(profile)
+        return cls(gpu=gpu, profile=shape.name, start_slot=start_slot, size_slots=shape.memory_slices,
+                   compute_slices=shape.compute_slices, memory_gb=shape.memory_gb,
+                   gpu_fraction=decimal_fraction(geometry.gpu_fraction(shape)))
+
+    @property
+    def share_milli(self) -> int:
+        """The instance as a placement's share in thousandths (rounded: what billing reads is
+        `gpu_fraction`)."""
+        return round(1000 * self.gpu_fraction)
 
 
 class PriorityClass(models.Model):
@@ -283,16 +321,22 @@ class Placement(models.Model):
         return f"{self.job} on {target}"
 
     def billed_fraction(self) -> Decimal:
-        """GPU units held, as the ledger bills them: a MIG instance counts compute slices / 7,
-        anything else its share."""
+        """GPU units held, as the ledger bills them and the quota gauge counts them
+        (PLACEMENT_UNITS): a MIG
+        instance its `gpu_fraction`, anything else its share."""
         if self.mig_instance_id:
-            slices = Decimal(self.mig_instance.compute_slices)
-            return (slices / 7).quantize(Decimal("0.000001"), rounding=ROUND_HALF_UP)
+            return self.mig_instance.gpu_fraction
         return Decimal(self.share_milli) / 1000
 
     @property
     def gpu_fraction(self) -> float:
         return float(self.billed_fraction())
+
+
+# Placement.billed_fraction in SQL, for sums over many placements (quota gauge, usage series).
+PLACEMENT_UNITS = models.Case(
+    models.When(mig_instance__isnull=False, then=Cast("mig_instance__gpu_fraction", models.FloatField())),
+    default=F("share_milli") / 1000.0, output_field=models.FloatField())
 
 
 class JobEvent(models.Model):

@@ -31,8 +31,7 @@ NODE_GROUPS = [
     ("pcie-", 2, "A100-40GB", 4, 40, "pcie", "leaf-2", ["on-demand", "on-demand"], True),
 ]
 # The balanced MIG layout (2×1g + 2g + 3g) given to four H100s so inference has slices to use.
-BALANCED_H100 = [("1g.10gb", 0, 1, 1, 9.75), ("1g.10gb", 1, 1, 1, 9.75), ("2g.20gb", 2, 2, 2, 19.62),
-                 ("3g.40gb", 4, 4, 3, 39.5)]
+BALANCED_H100 = [("1g.10gb", 0), ("1g.10gb", 1), ("2g.20gb", 2), ("3g.40gb", 4)]
 
 BUSINESS_UNITS = {"Consumer": "CC-100", "Enterprise": "CC-200", "Research": "CC-300"}
 # team, business unit, guaranteed, burst, weight, projects
@@ -104,9 +103,8 @@ def _create_nodes(switches) -> None:
     for gpu in Gpu.objects.filter(node__name="h100-04", index__lt=4):
         gpu.mig_enabled = True
         gpu.save(update_fields=["mig_enabled"])
-        for profile, start, size, compute, memory_gb in BALANCED_H100:
-            MigInstance.objects.create(gpu=gpu, profile=profile, start_slot=start, size_slots=size,
-                                       compute_slices=compute, memory_gb=memory_gb)
+        for profile, start in BALANCED_H100:
+            MigInstance.for_profile(gpu, profile, start).save()
 
 
 def _create_tenancy() -> dict[str, Team]:
@@ -185,7 +183,7 @@ def _place_mig(job, node_name, gpu_index, *, start_slot, started) -> None:
     instance = MigInstance.objects.get(gpu__node__name=node_name, gpu__index=gpu_index,
                                        start_slot=start_slot)
     Placement.objects.create(job=job, gpu=instance.gpu, mig_instance=instance, mig_profile=instance.profile,
-                             share_milli=round(1000 * instance.compute_slices / 7),
+                             share_milli=instance.share_milli,
                              memory_gb=instance.memory_gb, started_at=started)
     _events(job, started)
 

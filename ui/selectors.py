@@ -3,22 +3,18 @@
 from collections import defaultdict
 from datetime import timedelta
 
-from django.db.models import Avg, Case, Count, F, FloatField, Prefetch, Q, Sum, When
+from django.db.models import Avg, Count, F, Prefetch, Q, Sum
 from django.db.models.functions import TruncHour
 from django.http import Http404
 from django.utils import timezone
 
 from portal import access
 from portal.models import Team
-from scheduling.models import Gpu, GpuSample, Job, JobEvent, Node, Placement
+from scheduling.models import PLACEMENT_UNITS, Gpu, GpuSample, Job, JobEvent, Node, Placement
 
 QUEUED_STATUSES = Job.WAITING_STATUSES
 RUNNING_STATUSES = Job.HOLDING_STATUSES
 
-# GPU units a placement holds: compute slices / 7 for a MIG instance, else its share.
-PLACEMENT_UNITS = Case(
-    When(mig_instance__isnull=False, then=F("mig_instance__compute_slices") / 7.0),
-    default=F("share_milli") / 1000.0, output_field=FloatField())
 
 
 def teams_visible_to(user):
@@ -165,7 +161,7 @@ def free_by_model(nodes) -> list[dict]:
             if gpu.mig_enabled:
                 idle = [m for m in gpu.mig_instances.all() if m.pk not in held]
                 row["free_slices"] += len(idle)
-                row["free_units"] += sum(m.compute_slices for m in idle) / 7
+                row["free_units"] += float(sum(m.gpu_fraction for m in idle))
             elif not gpu.open_placements:
                 row["free_gpus"] += 1
                 row["free_units"] += 1

@@ -9,7 +9,7 @@ from portal.models import BusinessUnit, Project, Team
 from scheduling.models import CapacityTier, Gpu, Job, MigInstance, NetworkSwitch, Node, Placement, PriorityClass
 
 T0 = datetime(2026, 1, 31, 20, 0, tzinfo=UTC)
-MIG_LAYOUT = [("3g.40gb", 0, 4, 3), ("2g.20gb", 4, 2, 2), ("1g.10gb", 6, 1, 1)]
+MIG_LAYOUT = [("3g.40gb", 0), ("2g.20gb", 4), ("1g.10gb", 6)]
 
 
 @dataclass
@@ -31,8 +31,8 @@ def make_world(*, jobs: int = 4, model: str = "H100-80GB", tier: str = "reserved
                                gpu_model=model, interconnect="nvswitch", cpu_cores=64, memory_gb=512)
     gpus = [Gpu.objects.create(node=node, index=i, uuid=f"{name}-gpu-{i}", model=model, memory_gb=80,
                                mig_capable=True, mig_enabled=(i == 1)) for i in range(3)]
-    instances = [MigInstance.objects.create(gpu=gpus[1], profile=p, start_slot=s, size_slots=z, compute_slices=c,
-                                            memory_gb=10 * z) for p, s, z, c in MIG_LAYOUT]
+    instances = [MigInstance.for_profile(gpus[1], p, s) for p, s in MIG_LAYOUT]
+    MigInstance.objects.bulk_create(instances)
     unit = BusinessUnit.objects.create(name=f"{name}-unit", cost_center="CC-9")
     team = Team.objects.create(name=f"{name}-team", business_unit=unit, guaranteed_gpus=2, burst_limit_gpus=4)
     project = Project.objects.create(team=team, name="p", cost_code="PX-1")
@@ -47,5 +47,5 @@ def make_world(*, jobs: int = 4, model: str = "H100-80GB", tier: str = "reserved
 
 def place(job: Job, gpu: Gpu, at: datetime, *, mig: MigInstance | None = None, share: int = 1000) -> Placement:
     if mig is not None:
-        share = round(1000 * mig.compute_slices / 7)
+        share = mig.share_milli
     return Placement.objects.create(job=job, gpu=gpu, mig_instance=mig, share_milli=share, started_at=at)

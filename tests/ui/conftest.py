@@ -50,10 +50,8 @@ def cluster(db):
     mig_gpu = h100.gpus.get(index=7)
     mig_gpu.mig_enabled = True
     mig_gpu.save()
-    MigInstance.objects.create(gpu=mig_gpu, profile="1g.10gb", start_slot=0, size_slots=1, compute_slices=1,
-                               memory_gb=9.75)
-    MigInstance.objects.create(gpu=mig_gpu, profile="3g.40gb", start_slot=4, size_slots=4, compute_slices=3,
-                               memory_gb=39.5)
+    MigInstance.for_profile(mig_gpu, "1g.10gb", 0).save()
+    MigInstance.for_profile(mig_gpu, "3g.40gb", 4).save()
     return {"h100": h100}
 
 
