@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.utils import timezone
+
 from agents.backends.base import Backend, MigSlot, RepartitionPhase, RepartitionRequest
 from scheduling.models import ActionRequest, Gpu, MigInstance
 
@@ -65,5 +67,6 @@ def layout_write(gpu: Gpu, mig_enabled: bool, layout: list[tuple[str, int]]) -> 
     for name, start in sorted(wanted, key=lambda slot: slot[1]):
         MigInstance.for_profile(gpu, name, start).save()
     gpu.mig_enabled = mig_enabled
-    gpu.save(update_fields=["mig_enabled"])
+    gpu.layout_changed_at = timezone.now()  # the engine's repartition hysteresis counts from here
+    gpu.save(update_fields=["mig_enabled", "layout_changed_at"])
     return ""

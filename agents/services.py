@@ -64,6 +64,7 @@ def node_heartbeat(*, node: Node, reading: NodeReading | None, at: datetime) -> 
     if reading is None:
         return
     gpus = {gpu.index: gpu for gpu in Gpu.objects.filter(node=node)}
+    gpus_health(node=node, reported={g.index for g in reading.gpus})
     samples = []
     for gpu_reading in reading.gpus:
         gpu = gpus.get(gpu_reading.index)
@@ -74,8 +75,18 @@ def node_heartbeat(*, node: Node, reading: NodeReading | None, at: datetime) -> 
                                              memory_used_gb=used)
         samples.append(GpuSample(gpu=gpu, at=at, utilization=gpu_reading.utilisation, memory_used_gb=used))
         if gpu_reading.mig_enabled is not None and gpu_reading.mig_enabled != gpu.mig_enabled and gpu.mig_capable:
-            Gpu.objects.filter(pk=gpu.pk).update(mig_enabled=gpu_reading.mig_enabled)
+            Gpu.objects.filter(pk=gpu.pk).update(mig_enabled=gpu_reading.mig_enabled, layout_changed_at=at)
     GpuSample.objects.bulk_create(samples, ignore_conflicts=True)  # a repeated poll at one time adds nothing
+
+
+def gpus_health(*, node: Node, reported: set[int]) -> None:
+    """A GPU the node's agent reports is healthy; one it stopped reporting (failed, fallen off the
+    bus: NVML no longer lists it) takes no new work until it is back. An agent that reports no GPU
+    at all says nothing about them."""
+    if not reported:
+        return
+    Gpu.objects.filter(node=node, index__in=reported, healthy=False).update(healthy=True)
+    Gpu.objects.filter(node=node, healthy=True).exclude(index__in=reported).update(healthy=False)
 
 
 def reclaim_deadline(node: Node, seen: NodeInventory | None, now: datetime) -> float | None:

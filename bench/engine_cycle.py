@@ -42,11 +42,13 @@ def build_nodes(count: int, rng: random.Random) -> tuple[Node, ...]:
         else:
             model, memory, interconnect = OTHER_MODELS[(i // 2) % len(OTHER_MODELS)]
             mig = False
-        gpus = tuple(Gpu(index=g, uuid=f"n{i}-{g}", model=model, memory_gb=memory,
-                         mig_enabled=mig) for g in range(8))
+        gpus = tuple(Gpu(index=g, uuid=f"n{i}-{g}", model=model, memory_gb=memory, mig_enabled=mig,
+                         mig_instances=(), layout_changed_at=None, healthy=True, mig_capable=True)
+                     for g in range(8))
         nodes.append(Node(name=f"node-{i:04d}", tier=tier, leaf=f"leaf-{i // 32}",
                           spine=f"spine-{i // 128}", gpu_model=model, interconnect=interconnect,
-                          cpu_cores=128, memory_gb=2048, gpus=gpus))
+                          cpu_cores=128, memory_gb=2048, gpus=gpus, state="ready", nics=8, nic_gb_s=48.0,
+                          price_per_gpu_hour=None))
     return tuple(nodes)
 
 
@@ -55,14 +57,15 @@ def build_jobs(count: int, rng: random.Random) -> tuple[Job, ...]:
     for i in range(count):
         team = rng.choice(TEAMS)
         roll = rng.random()
-        common = dict(id=f"job-{i:05d}", team=team, submitted_at=NOW - count + i,
-                      queue_order=i, expected_runtime_s=rng.choice([600, 3600, 14400]))
+        common = dict(id=f"job-{i:05d}", team=team, project="", submitted_at=NOW - count + i,
+                      queue_order=i, expected_runtime_s=rng.choice([600, 3600, 14400]), gpu_milli=0,
+                      gpu_models=(), last_checkpoint_at=None, preemptible=True)
         if roll < 0.45:
             cls = rng.choice(["production", "interactive"])
             jobs.append(Job(kind="inference", priority_class=cls,
                             priority=PRIORITY_CLASSES[cls], gpus=0,
-                            gpu_memory_gb=rng.choice([4, 8, 15, 18, 30, 38, 60]),
-                            cpu_cores=4, memory_gb=32, **common))
+                            gpu_memory_gb=rng.choice([4, 8, 15, 18, 30, 38, 60]), gang_size=1,
+                            cpu_cores=4, memory_gb=32, checkpoint_interval_s=None, **common))
         elif roll < 0.80:
             gpus = rng.choice([1, 1, 2, 4, 8])
             gang = rng.choice([1, 1, 1, 2, 4]) if gpus == 8 else 1
@@ -76,8 +79,8 @@ def build_jobs(count: int, rng: random.Random) -> tuple[Job, ...]:
             jobs.append(Job(kind="batch", priority_class="best-effort",
                             priority=PRIORITY_CLASSES["best-effort"],
                             gpus=0 if fractional else 1,
-                            gpu_memory_gb=rng.choice([6, 12, 20]) if fractional else 0,
-                            cpu_cores=2, memory_gb=16, **common))
+                            gpu_memory_gb=rng.choice([6, 12, 20]) if fractional else 0, gang_size=1,
+                            cpu_cores=2, memory_gb=16, checkpoint_interval_s=None, **common))
     return tuple(jobs)
 
 
@@ -85,9 +88,10 @@ def build_snapshot(nodes: int, pending: int, seed: int) -> Snapshot:
     rng = random.Random(seed)
     cluster = build_nodes(nodes, rng)
     total = 8 * nodes
-    queues = tuple(Queue(team=t, guaranteed_gpus=round(total * 0.07), weight=1 + i % 3)
+    queues = tuple(Queue(team=t, guaranteed_gpus=round(total * 0.07), burst_limit_gpus=None, weight=1 + i % 3)
                    for i, t in enumerate(TEAMS))
-    return Snapshot(now=NOW, nodes=cluster, pending=build_jobs(pending, rng), queues=queues)
+    return Snapshot(now=NOW, nodes=cluster, pending=build_jobs(pending, rng), running=(), queues=queues,
+                    in_flight=(), spine_oversubscription=1.0)
 
 
 def run_policy(snapshot: Snapshot, policy: str) -> dict:

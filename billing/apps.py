@@ -8,3 +8,8 @@ class BillingConfig(AppConfig):
     def ready(self) -> None:
         # The ledger follows placements: scheduling announces starts and ends, billing records them.
         from billing import receivers  # noqa: F401
+
+        # The scheduler's snapshot prices each node from the rate card.
+        from billing.rate_card import prices_at
+        from scheduling.prices import price_reader_set
+        price_reader_set(prices_at)

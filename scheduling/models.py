@@ -109,6 +109,11 @@ class Gpu(models.Model):
     mig_enabled = models.BooleanField(default=False)
     utilization = models.FloatField(default=0.0, help_text="Last measured SM utilisation, 0–1.")
     memory_used_gb = models.FloatField(default=0.0)
+    healthy = models.BooleanField(default=True, help_text="False while its node's agent does not report it "
+                                                          "(failed, fallen off the bus): it takes no new work.")
+    layout_changed_at = models.DateTimeField(null=True, blank=True, help_text=(
+        "When its MIG mode or layout last changed (a confirmed repartition): the engine leaves a "
+        "younger layout alone (hysteresis)."))
 
     class Meta:
         ordering = ["node__name", "index"]

@@ -1,7 +1,9 @@
 """Rows -> the engine's frozen Snapshot, in a fixed number of queries whatever the cluster size.
 
 Times become UNIX seconds (the engine's clock); jobs larger than a node become gangs of
-equal members, one per node.
+equal members, one per node. The engine's types have no defaults, so every field is said here:
+GPU health and layout age come from the GPU rows, node prices from the rate card (billing
+registers its reader in scheduling/prices.py).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from django.utils import timezone
 from portal.models import Team
 from scheduling import engine
 from scheduling.models import ActionRequest, Gpu, Job, MigInstance, NetworkSwitch, Node, Placement
+from scheduling.prices import PriceList, prices_at
 
 DEFAULT_RUNTIME_S = 3600.0
 
@@ -29,7 +32,7 @@ def build_snapshot(now: datetime | None = None) -> engine.Snapshot:
     open_placements = list(
         Placement.objects.filter(ended_at__isnull=True, job__status__in=Job.HOLDING_STATUSES)
         .select_related("job__team", "job__project", "job__priority_class", "gpu__node", "mig_instance"))
-    nodes = _nodes(open_placements)
+    nodes = _nodes(open_placements, prices_at(now))
     max_node_gpus = max((len(node.gpus) for node in nodes), default=8) or 8
     pending_rows = (Job.objects.filter(status__in=Job.WAITING_STATUSES)
                     .select_related("team", "project", "priority_class").order_by("id"))
@@ -58,23 +61,26 @@ def to_engine_job(job: Job, max_node_gpus: int) -> engine.Job:
         memory_gb=job.memory_gb / members, gang_size=members, gpu_models=job.allowed_gpu_models,
         checkpoint_interval_s=job.checkpoint_interval_s, last_checkpoint_at=epoch(job.last_checkpoint_at),
         preemptible=job.preemptible, queue_order=job.queue_order, submitted_at=job.submitted_at.timestamp(),
-        expected_runtime_s=float(job.expected_runtime_s or job.max_runtime_s or DEFAULT_RUNTIME_S))
+        expected_runtime_s=float(job.expected_runtime_s or job.max_runtime_s or DEFAULT_RUNTIME_S),
+        gpu_milli=0)  # the portal asks for memory; a share follows from it
 
 
-def _nodes(open_placements) -> tuple[engine.Node, ...]:
+def _nodes(open_placements, prices: PriceList) -> tuple[engine.Node, ...]:
     job_by_instance = {p.mig_instance_id: str(p.job_id) for p in open_placements if p.mig_instance_id}
     gpus = Prefetch("gpus", queryset=Gpu.objects.order_by("index").prefetch_related(
         Prefetch("mig_instances", queryset=MigInstance.objects.order_by("start_slot"))))
     rows = (Node.objects.exclude(state=Node.State.LOST).select_related("tier", "leaf_switch__parent")
             .prefetch_related(gpus).order_by("name"))
-    return tuple(_to_engine_node(node, job_by_instance) for node in rows)
+    return tuple(_to_engine_node(node, job_by_instance, prices.get((node.gpu_model, node.tier.name)))
+                 for node in rows)
 
 
-def _to_engine_node(node: Node, job_by_instance: dict) -> engine.Node:
+def _to_engine_node(node: Node, job_by_instance: dict, price: float | None) -> engine.Node:
     leaf = node.leaf_switch
     gpus = tuple(
         engine.Gpu(index=gpu.index, uuid=gpu.uuid, model=gpu.model, memory_gb=gpu.memory_gb,
-                   mig_enabled=gpu.mig_enabled, mig_capable=gpu.mig_capable,
+                   mig_enabled=gpu.mig_enabled, mig_capable=gpu.mig_capable, healthy=gpu.healthy,
+                   layout_changed_at=epoch(gpu.layout_changed_at),
                    mig_instances=tuple(engine.MigInstance(profile=mi.profile, start=mi.start_slot,
                                                           job_id=job_by_instance.get(mi.pk))
                                        for mi in gpu.mig_instances.all()))
@@ -84,7 +90,7 @@ def _to_engine_node(node: Node, job_by_instance: dict) -> engine.Node:
         name=node.name, tier=node.tier.name, leaf=leaf.name, spine=leaf.parent.name if leaf.parent else "",
         gpu_model=node.gpu_model, interconnect=node.interconnect, cpu_cores=float(node.cpu_cores),
         memory_gb=float(node.memory_gb), gpus=gpus, state=node.state, nics=node.nics,
-        nic_gb_s=node.nic_gbps * 0.12)
+        nic_gb_s=node.nic_gbps * 0.12, price_per_gpu_hour=price)
 
 
 def _running(open_placements, max_node_gpus: int) -> tuple[engine.Running, ...]:
@@ -122,8 +128,8 @@ def _in_flight() -> tuple:
     for action in ActionRequest.objects.filter(state=ActionRequest.State.REQUESTED).order_by("id"):
         payload = action.payload
         if action.kind == ActionRequest.Kind.PREEMPT:
-            actions.append(engine.Preempt(job_id=payload["job_id"], for_job_id=payload.get("for_job_id", ""),
-                                          reason=payload.get("reason", "preempt")))
+            actions.append(engine.Preempt(job_id=payload["job_id"], for_job_id=payload["for_job_id"],
+                                          reason=payload["reason"]))
         elif action.kind == ActionRequest.Kind.REPARTITION:
             actions.append(engine.Repartition(
                 node=payload["node"], gpu_index=payload["gpu_index"], mig_enabled=payload["mig_enabled"],

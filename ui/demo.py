@@ -102,7 +102,8 @@ def _create_nodes(switches) -> None:
                     uuid=f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, f'{node.name}/{index}')}")
     for gpu in Gpu.objects.filter(node__name="h100-04", index__lt=4):
         gpu.mig_enabled = True
-        gpu.save(update_fields=["mig_enabled"])
+        gpu.layout_changed_at = timezone.now() - timedelta(days=3)  # partitioned when the cluster was set up
+        gpu.save(update_fields=["mig_enabled", "layout_changed_at"])
         for profile, start in BALANCED_H100:
             MigInstance.for_profile(gpu, profile, start).save()
 

@@ -1,7 +1,7 @@
 """What a cycle decides: the plan and its actions.
 
 The same Bind / Preempt / Repartition types come back in the next snapshot as `in_flight`
-until the backend confirms them.
+until the backend confirms them, so like the snapshot's types they have no defaults.
 """
 
 from __future__ import annotations
@@ -9,16 +9,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Allocation:
     """What one job member holds on one GPU: a whole GPU (milli=1000, no MIG), a MIG instance
     (mig_profile + mig_start), or a share (milli < 1000 with memory_gb on a non-MIG GPU)."""
 
     gpu_index: int
-    milli: int = 1000
-    memory_gb: float = 0.0
-    mig_profile: str | None = None
-    mig_start: int | None = None
+    milli: int
+    memory_gb: float
+    mig_profile: str | None
+    mig_start: int | None
 
     @property
     def kind(self) -> str:
@@ -27,7 +27,7 @@ class Allocation:
         return "whole" if self.milli >= 1000 else "share"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Bind:
     """Start member `member` of job `job_id` on `node` with these allocations. A MIG
     allocation whose instance does not exist yet asks the binder to create it at that start
@@ -39,20 +39,20 @@ class Bind:
     member: int
     node: str
     allocations: tuple[Allocation, ...]
-    borrowed: bool = False
+    borrowed: bool
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Preempt:
     """Stop `job_id` (all its members) so that `for_job_id` can start in a later cycle.
     `reason` is "reclaim" (guarantee owed to another team) or "preempt" (higher class)."""
 
     job_id: str
     for_job_id: str
-    reason: str = "preempt"
+    reason: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Repartition:
     """Set GPU `gpu_index` of `node` to MIG mode `mig_enabled` with this layout of
     (profile name, start slot) instances. Only planned when every instance it removes is idle."""
@@ -60,7 +60,7 @@ class Repartition:
     node: str
     gpu_index: int
     mig_enabled: bool
-    layout: tuple[tuple[str, int], ...] = ()
+    layout: tuple[tuple[str, int], ...]
 
 
 @dataclass(frozen=True)

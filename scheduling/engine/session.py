@@ -108,7 +108,8 @@ class Session:
                 if j.id not in self.members and j.id not in self.placed]
 
     def queue(self, team: str) -> Queue:
-        return self.queues.get(team) or Queue(team=team, guaranteed_gpus=0.0)
+        """A team without a queue row has no guarantee, no burst limit and weight 1."""
+        return self.queues.get(team) or Queue(team=team, guaranteed_gpus=0.0, burst_limit_gpus=None, weight=1.0)
 
     def running_members(self):
         for members in self.members.values():

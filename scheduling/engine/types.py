@@ -1,7 +1,9 @@
 """The frozen snapshot the engine reads: one per scheduling cycle.
 
 Every type here is a frozen dataclass built from plain values, so a Django adapter can build it
-straight from rows (one object per row, tuples for the child rows) and a test can write it inline.
+straight from rows (one object per row, tuples for the child rows). No field has a default: the
+live adapter (scheduling/snapshot.py), the simulator and the test builders (tests/engine/builders.py)
+each say every value, so a field the engine relies on can never be left out by omission.
 
 Units: times are seconds (any epoch, e.g. UNIX time; `Snapshot.now` uses the same clock),
 memory is GiB, shares are milli-GPU (1000 = one whole GPU), bandwidth GB/s.
@@ -13,7 +15,7 @@ instance exists whether or not a job uses it, and its `job_id` mirrors the runni
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .plan import Allocation, Bind, Preempt, Repartition
 
@@ -35,31 +37,32 @@ class MigInstance:
 
     profile: str
     start: int
-    job_id: str | None = None
+    job_id: str | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Gpu:
     """One physical GPU. `layout_changed_at` is when its MIG mode/layout last changed
-    (for repartition hysteresis); None means long ago. A GPU that is not `mig_capable` is
-    never repartitioned, whatever its model."""
+    (for repartition hysteresis); None means never. A GPU that is not `mig_capable` is
+    never repartitioned, whatever its model; one that is not `healthy` takes no work."""
 
     index: int
     uuid: str
     model: str
     memory_gb: float
-    mig_enabled: bool = False
-    mig_instances: tuple[MigInstance, ...] = ()
-    layout_changed_at: float | None = None
-    healthy: bool = True
-    mig_capable: bool = True  # False: a MIG model whose card or driver cannot be partitioned
+    mig_enabled: bool
+    mig_instances: tuple[MigInstance, ...]
+    layout_changed_at: float | None
+    healthy: bool
+    mig_capable: bool  # False: a MIG model whose card or driver cannot be partitioned
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Node:
     """A GPU node. `leaf` and `spine` name its switches; `tier` is reserved/on-demand/spot;
     `interconnect` is nvswitch / nvlink-pairs / pcie; `nics` × `nic_gb_s` is its network
-    bandwidth (NDR 400 Gb/s ≈ 48 GB/s per NIC). Only nodes in state "ready" take new work."""
+    bandwidth (NDR 400 Gb/s ≈ 48 GB/s per NIC). Only nodes in state "ready" take new work.
+    `price_per_gpu_hour` is the rate for its model and tier (None: no rate in force)."""
 
     name: str
     tier: str
@@ -70,13 +73,13 @@ class Node:
     cpu_cores: float
     memory_gb: float
     gpus: tuple[Gpu, ...]
-    state: str = NODE_READY
-    nics: int = 8
-    nic_gb_s: float = 48.0
-    price_per_gpu_hour: float = 0.0
+    state: str
+    nics: int
+    nic_gb_s: float
+    price_per_gpu_hour: float | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Job:
     """A job as submitted. A job has `gang_size` members (pods); each member needs `gpus` whole
     GPUs on one node, or, when `gpus` is 0, a slice of one GPU big enough for `gpu_memory_gb`
@@ -86,23 +89,23 @@ class Job:
 
     id: str
     team: str
-    project: str = ""
-    kind: str = "training"
-    priority_class: str = "training"
-    priority: int = PRIORITY_CLASSES["training"]
-    gpus: int = 1
-    gpu_memory_gb: float = 0.0
-    gpu_milli: int = 0
-    cpu_cores: float = 1.0
-    memory_gb: float = 4.0
-    gang_size: int = 1
-    gpu_models: tuple[str, ...] = ()
-    checkpoint_interval_s: float | None = None
-    last_checkpoint_at: float | None = None
-    preemptible: bool = True
-    queue_order: int = 0
-    submitted_at: float = 0.0
-    expected_runtime_s: float = 3600.0
+    project: str
+    kind: str
+    priority_class: str
+    priority: int
+    gpus: int
+    gpu_memory_gb: float
+    gpu_milli: int  # a share asked for beyond the memory need (0: none)
+    cpu_cores: float
+    memory_gb: float
+    gang_size: int
+    gpu_models: tuple[str, ...]
+    checkpoint_interval_s: float | None
+    last_checkpoint_at: float | None
+    preemptible: bool
+    queue_order: int
+    submitted_at: float
+    expected_runtime_s: float
 
     @property
     def fractional(self) -> bool:
@@ -121,7 +124,7 @@ class Job:
         return self.gpus * self.gang_size
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Running:
     """One member of a job that holds resources now. `borrowed` marks capacity lent beyond the
     team's guarantee (first to be reclaimed)."""
@@ -130,29 +133,29 @@ class Running:
     node: str
     allocations: tuple[Allocation, ...]
     started_at: float
-    borrowed: bool = False
-    member: int = 0
+    borrowed: bool
+    member: int
 
     @property
     def expected_end(self) -> float:
         return self.started_at + self.job.expected_runtime_s
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Queue:
     """A team's queue: GPUs guaranteed (in GPU units), the most it may hold while bursting
     (None = no limit) and its weight when idle capacity is lent out."""
 
     team: str
-    guaranteed_gpus: float = 0.0
-    burst_limit_gpus: float | None = None
-    weight: float = 1.0
+    guaranteed_gpus: float
+    burst_limit_gpus: float | None
+    weight: float
 
 
 InFlight = Bind | Preempt | Repartition
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Snapshot:
     """Everything one cycle may look at. `in_flight` holds actions of earlier plans not yet
     confirmed; they count as done: a Bind holds its resources, a Preempt's victim is not picked
@@ -161,8 +164,8 @@ class Snapshot:
 
     now: float
     nodes: tuple[Node, ...]
-    pending: tuple[Job, ...] = ()
-    running: tuple[Running, ...] = ()
-    queues: tuple[Queue, ...] = ()
-    in_flight: tuple[InFlight, ...] = field(default=())
-    spine_oversubscription: float = 1.0
+    pending: tuple[Job, ...]
+    running: tuple[Running, ...]
+    queues: tuple[Queue, ...]
+    in_flight: tuple[InFlight, ...]
+    spine_oversubscription: float

@@ -2,8 +2,8 @@
 
 import pytest
 
-from scheduling.engine import Allocation, Bind, Preempt, schedule
-from tests.engine.builders import NOW, binds_by_job, inference, job, node, running, snap
+from scheduling.engine import Bind, Preempt, schedule
+from tests.engine.builders import NOW, binds_by_job, inference, job, node, running, snap, whole
 
 
 def gpus_of(plan, job_id):
@@ -84,7 +84,7 @@ def test_the_preemptor_is_placed_only_after_the_release_is_confirmed():
     hi = inference("hi", 70, team="b")
     nodes = [node("n1", gpus=1)]
     first = schedule(snap(nodes, [hi], [victim], queues=[("b", 1)]))
-    assert first.preemptions == (Preempt("low", "hi", "preempt"),) and first.binds == ()
+    assert first.preemptions == (Preempt(job_id="low", for_job_id="hi", reason="preempt"),) and first.binds == ()
     # Next cycle: the preemption is in flight, the victim still running: nothing new.
     second = schedule(snap(nodes, [hi], [victim], queues=[("b", 1)],
                            in_flight=first.preemptions))
@@ -96,7 +96,8 @@ def test_the_preemptor_is_placed_only_after_the_release_is_confirmed():
 
 
 def test_in_flight_binds_count_as_done():
-    bind = Bind("x", "ml", 0, "n1", tuple(Allocation(i) for i in range(6)))
+    bind = Bind(job_id="x", team="ml", member=0, node="n1", allocations=tuple(whole(i) for i in range(6)),
+                borrowed=False)
     plan = schedule(snap([node("n1")], [job("j", gpus=4)], in_flight=[bind]))
     assert plan.binds == ()
 

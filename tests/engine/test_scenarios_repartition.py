@@ -11,7 +11,7 @@ def test_an_idle_whole_gpu_is_turned_to_mig_for_waiting_inference():
     busy = [running(job(f"t{i}"), "n1", [i]) for i in range(6)]
     plan = schedule(snap([node("n1"), node("n2")], [inference("i", 15, cls="interactive")],
                          busy))
-    assert plan.repartitions == (Repartition("n1", 6, True, (("1g.20gb", 6),)),)
+    assert plan.repartitions == (Repartition(node="n1", gpu_index=6, mig_enabled=True, layout=(("1g.20gb", 6),)),)
     assert plan.binds == ()
     assert plan.pending["i"].reason == "repartition-pending"
 
@@ -43,7 +43,7 @@ def test_busy_instances_are_never_removed():
                    ("1g.10gb", 7, None)]}
     busy = [running(inference("busy", 30), "n1", allocations=(
         __import__("scheduling.engine", fromlist=["Allocation"]).Allocation(
-            0, 429, 39.5, "3g.40gb", 0),))]
+            gpu_index=0, milli=429, memory_gb=39.5, mig_profile="3g.40gb", mig_start=0),))]
     plan = schedule(snap([node("n1", gpus=1, layouts=layouts)],
                          [inference("i", 15, cls="interactive")], busy))
     # The idle 1g.10gb pair (too small for 15 GB) is reshaped into a 1g.20gb; the busy stay.

@@ -2,17 +2,18 @@
 
 import pytest
 
-from scheduling.engine import Allocation, Bind, Preempt, Repartition, schedule
+from scheduling.engine import Bind, Preempt, Repartition, schedule
 from scheduling.engine.snapshot_io import snapshot_dump, snapshot_from_dict, snapshot_load, snapshot_to_dict
-from tests.engine.builders import inference, job, node, running, snap
+from tests.engine.builders import inference, job, node, running, snap, whole
 
 
 def sample():
     nodes = [node("n1", mig={0}, layouts={0: [("3g.40gb", 0, None)]}), node("n2", tier="spot")]
     return snap(nodes, [job("t", gpus=4, checkpoint_interval_s=600), inference("i", 12, cls="production")],
                 [running(job("r"), "n2", [0, 1])], queues=[("web", 2)],
-                in_flight=[Preempt("r", "t"), Repartition("n1", 1, True, (("1g.10gb", 0),)),
-                           Bind("x", "web", 0, "n2", (Allocation(2),))])
+                in_flight=[Preempt(job_id="r", for_job_id="t", reason="preempt"),
+                           Repartition(node="n1", gpu_index=1, mig_enabled=True, layout=(("1g.10gb", 0),)),
+                           Bind(job_id="x", team="web", member=0, node="n2", allocations=(whole(2),), borrowed=False)])
 
 
 def test_a_snapshot_round_trips(tmp_path):

@@ -15,6 +15,7 @@ from scheduling.cycle import run_cycle
 from scheduling.models import ActionRequest, Gpu, Job, Node, Placement
 from scheduling.services import job_release
 from scheduling.snapshot import build_snapshot, member_shape
+from tests.engine.builders import whole
 from ui.demo import demo_load
 
 pytestmark = pytest.mark.django_db
@@ -96,9 +97,9 @@ def test_a_gang_whose_member_cannot_be_written_is_rolled_back_whole(demo):
     free = Gpu.objects.filter(mig_enabled=False).exclude(pk__in=held).exclude(node=busy.node).first()
     plan = engine.Plan(policy="test", binds=(
         engine.Bind(job_id=str(job.pk), team="vision", member=0, node=free.node.name,
-                    allocations=(engine.Allocation(gpu_index=free.index),)),
+                    allocations=(whole(free.index),), borrowed=False),
         engine.Bind(job_id=str(job.pk), team="vision", member=1, node=busy.node.name,
-                    allocations=(engine.Allocation(gpu_index=busy.index),)),
+                    allocations=(whole(busy.index),), borrowed=False),
     ))
     result = apply_plan(plan, now=timezone.now())
     assert result.skipped_jobs == [job.pk]

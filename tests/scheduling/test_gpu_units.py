@@ -85,4 +85,5 @@ def _any_node_state(model):
 
 def _mig_allocation(profile):
     from scheduling.engine import Allocation
-    return Allocation(gpu_index=0, mig_profile=profile.name, mig_start=profile.starts[0])
+    return Allocation(gpu_index=0, milli=0, memory_gb=profile.memory_gb, mig_profile=profile.name,
+                      mig_start=profile.starts[0])

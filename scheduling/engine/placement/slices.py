@@ -125,5 +125,5 @@ def _share_slot(session, job: Job, model: str, tier: str):
             if gpu.memory_gb - gpu.mem_used >= job.gpu_memory_gb - 1e-9 and \
                     gpu.node.fits_host(job):
                 return gpu.node, Allocation(gpu_index=gpu.index, milli=milli,
-                                            memory_gb=job.gpu_memory_gb)
+                                            memory_gb=job.gpu_memory_gb, mig_profile=None, mig_start=None)
     return None

@@ -40,7 +40,8 @@ def whole_candidates(session, job: Job, models, count: int):
 def _whole_allocations(node, count: int) -> list[Allocation]:
     picked = choose_gpus(node.node.interconnect, node.free_whole(), count)
     memory = {g.index: g.memory_gb for g in node.gpus}
-    return [Allocation(gpu_index=i, milli=1000, memory_gb=memory[i]) for i in picked]
+    return [Allocation(gpu_index=i, milli=1000, memory_gb=memory[i], mig_profile=None, mig_start=None)
+            for i in picked]
 
 
 def _single_node(session, job: Job, models, count: int, members: int):

@@ -14,6 +14,7 @@ from .policies import REPLICAS, Mode
 from .spec import ClusterSpec
 
 TIMESLICE_MEMORY_GB = 0.001  # what a time-sliced job declares: memory is not looked at
+SIM_HOST_MEMORY_GB = 4.0  # host RAM per member: the workloads give none, so it never binds
 
 
 class Backend:
@@ -25,8 +26,8 @@ class Backend:
         self.node_cache: dict[str, object] = {}
         self.residents: dict[tuple[str, int], dict[tuple[str, int], float]] = {}
         self.team_units: dict[str, float] = {}
-        self.queues = tuple(Queue(t.name, t.guaranteed_gpus, t.burst_limit_gpus, t.weight)
-                            for t in spec.teams)
+        self.queues = tuple(Queue(team=t.name, guaranteed_gpus=t.guaranteed_gpus,
+                                  burst_limit_gpus=t.burst_limit_gpus, weight=t.weight) for t in spec.teams)
         self.caps = {t.name: t.burst_limit_gpus for t in spec.teams}
         self.max_per_node = max(g.gpus_per_node for g in spec.groups)
         self.min_gpu_memory = min(g.gpu_memory_gb for g in spec.groups)
@@ -130,8 +131,9 @@ class Backend:
             priority_class=spec.priority, priority=PRIORITY_CLASSES[spec.priority],
             gpus=job.per_member_gpus, gpu_memory_gb=memory, gpu_milli=milli,
             cpu_cores=spec.cpu_cores / job.members, gang_size=job.members if self.mode.gang else 1,
-            gpu_models=spec.gpu_models, checkpoint_interval_s=spec.checkpoint_interval_s,
-            preemptible=spec.preemptible, submitted_at=spec.submit_s,
+            memory_gb=SIM_HOST_MEMORY_GB, gpu_models=spec.gpu_models,
+            checkpoint_interval_s=spec.checkpoint_interval_s, last_checkpoint_at=None,
+            preemptible=spec.preemptible, queue_order=0, submitted_at=spec.submit_s,
             expected_runtime_s=max(1.0, spec.duration_s - job.done_s))
         return job.template
 

@@ -49,7 +49,7 @@ def engine_node(info: NodeInfo, layouts: dict[int, dict[int, list]] | None, stat
         gpus.append(Gpu(index=index, uuid=f"{info.name}-gpu{index}", model=group.gpu_model,
                         memory_gb=group.gpu_memory_gb, mig_enabled=layout is not None,
                         mig_instances=instances, layout_changed_at=changed_at.get(index),
-                        mig_capable=group.mig_capable))
+                        healthy=True, mig_capable=group.mig_capable))
     return Node(name=info.name, tier=group.tier, leaf=group.leaf, spine=group.spine,
                 gpu_model=group.gpu_model, interconnect=group.interconnect,
                 cpu_cores=group.cpu_cores, memory_gb=group.memory_gb, gpus=tuple(gpus),
