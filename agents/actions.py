@@ -11,14 +11,24 @@ from __future__ import annotations
 import logging
 import shlex
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.utils import timezone
 
-from agents.backends.base import Backend, BackendError, BindRequest, CheckpointRequest, JobStatus, PreemptRequest
-from agents.backends.simulated import ENV_GPU_INDEXES, ENV_RESUME, ENV_RUNTIME, SavedCheckpoint
+from agents.backends.base import (
+    ENV_GPU_INDEXES,
+    ENV_RESUME,
+    ENV_RUNTIME,
+    Backend,
+    BackendError,
+    BindRequest,
+    CheckpointRequest,
+    JobStatus,
+    PreemptRequest,
+)
 from agents.mig import repartition_finish, repartition_start
 from agents.runtime import failpoint
 from checkpoints.services import (
@@ -29,14 +39,19 @@ from checkpoints.services import (
     request_id,
     token_issue,
 )
+from scheduling.engine.reasons import PreemptReason
 from scheduling.models import ActionRequest, Job
+from scheduling.payloads import BindPayload, PreemptPayload
 from scheduling.services import job_event_add, job_release
+
+if TYPE_CHECKING:  # the simulated backend calls confirm_simulated; production never imports it
+    from agents.backends.simulated import SavedCheckpoint
 
 log = logging.getLogger(__name__)
 REQUESTED, CONFIRMED, FAILED = "requested", "confirmed", "failed"
 HOLDING = Job.HOLDING_STATUSES
-RELEASE_REASONS = {"preempt": "preempted", "reclaim": "reclaimed", "consolidate": "moved",
-                   "spot-reclaim": "spot-reclaimed"}
+RELEASE_REASONS = {PreemptReason.PREEMPT: "preempted", PreemptReason.RECLAIM: "reclaimed",
+                   PreemptReason.CONSOLIDATE: "moved", PreemptReason.SPOT_RECLAIM: "spot-reclaimed"}
 MAX_STEPS = 8
 CONFIRM_MARGIN_S = 15  # after the save: the confirmation's round trip and a clean exit
 
@@ -88,7 +103,7 @@ def attempt_binds(job: Job) -> list[ActionRequest]:
 
 
 def job_pods(job: Job) -> list[str]:
-    return [action.payload["pod_name"] for action in attempt_binds(job)]
+    return [BindPayload.from_payload(action.payload).pod_name for action in attempt_binds(job)]
 
 
 def observed_pods(backend: Backend, job: Job) -> dict:
@@ -119,18 +134,18 @@ def checkpoint_save_s(job: Job) -> int:
 
 
 def bind_request(action: ActionRequest, job: Job, members: int, checkpoint_token: str = "") -> BindRequest:
-    payload = action.payload
-    allocations = payload["allocations"]
-    mig = next((a["mig_profile"] for a in allocations if a["mig_profile"]), None)
-    whole = [str(a["gpu_index"]) for a in allocations if not a["mig_profile"] and a["milli"] >= 1000]
+    payload = BindPayload.from_payload(action.payload)
+    allocations = payload.allocations
+    mig = next((a.mig_profile for a in allocations if a.mig_profile), None)
+    whole = [str(a.gpu_index) for a in allocations if not a.mig_profile and a.milli >= 1000]
     runtime = job.expected_runtime_s or job.max_runtime_s or 3600
     # SIGTERM means "save now and exit": a checkpointing job gets its save time (and a little to
     # confirm) before the kubelet kills it, whoever deletes the pod; others the cluster's default.
     grace = checkpoint_save_s(job) + CONFIRM_MARGIN_S if job.checkpoint_interval_s else None
     return BindRequest(
-        job_id=str(job.pk), pod_name=payload["pod_name"], namespace=job.team.name, project=job.project.name,
+        job_id=str(job.pk), pod_name=payload.pod_name, namespace=job.team.name, project=job.project.name,
         job_kind=job.kind, image=job.image or "registry.local/tessera/job:latest",
-        command=tuple(shlex.split(job.command)), node_name=payload["node"],
+        command=tuple(shlex.split(job.command)), node_name=payload.node,
         gpu_count=0 if mig else max(1, len(allocations)), mig_profile=mig,
         cpu_millicores=max(1, int(job.cpu_cores * 1000 / members)),
         memory_mib=max(1, int(job.memory_gb * 1024 / members)), priority_class=job.priority_class.name,
@@ -140,12 +155,13 @@ def bind_request(action: ActionRequest, job: Job, members: int, checkpoint_token
 
 def _bind_step(action: ActionRequest, backend: Backend, now: datetime) -> None:
     job = _load_job(action)
-    held = job.placements.filter(pk__in=action.payload["placements"], ended_at__isnull=True).exists()
+    payload = BindPayload.from_payload(action.payload)
+    held = job.placements.filter(pk__in=payload.placements, ended_at__isnull=True).exists()
     if job.status not in HOLDING or not held:
-        stop_pods(backend, job, [action.payload["pod_name"]], "released")
+        stop_pods(backend, job, [payload.pod_name], "released")
         _finish(action, FAILED, "The job was released before its pod was bound.")
         return
-    token = token_issue(job=job, pod_name=action.payload["pod_name"], pod_key=action.key, at=now)
+    token = token_issue(job=job, pod_name=payload.pod_name, pod_key=action.key, at=now)
     try:
         backend.bind(bind_request(action, job, len(attempt_binds(job)), checkpoint_token=token))
     except (BackendError, ValueError) as error:  # refused for good: a retry would not mend it
@@ -235,16 +251,21 @@ def _preempt_step(action: ActionRequest, backend: Backend, now: datetime) -> Non
 def _deadline(action: ActionRequest, job: Job, now: datetime) -> float:
     """Spot reclaim: the provider's deadline; otherwise the grace period from the first step, and
     never less than the job needs to save a checkpoint."""
-    if "deadline" in action.payload:
-        return float(action.payload["deadline"])
+    notice = PreemptPayload.from_payload(action.payload).notice_deadline
+    if notice is not None:
+        return notice
     return now.timestamp() + max(settings.TESSERA_PREEMPT_GRACE_S, checkpoint_save_s(job) + CONFIRM_MARGIN_S)
+
+
+def _reason(action: ActionRequest) -> PreemptReason:
+    return PreemptPayload.from_payload(action.payload).reason
 
 
 def _preempt_start(action, backend, job, now) -> None:
     deadline = _deadline(action, job, now)
     room = deadline - now.timestamp()
     if job.checkpoint_interval_s and room >= checkpoint_save_s(job):
-        ask_checkpoint(backend, job, job_pods(job), request_id(action), action.payload.get("reason", "preempt"))
+        ask_checkpoint(backend, job, job_pods(job), request_id(action), _reason(action))
         _phase(action, "checkpointing", deadline=deadline, asked_at=now.timestamp())
         job_event_add(job=job, at=now, kind="checkpoint-requested", message="Asked to checkpoint before stopping.")
     else:
@@ -270,14 +291,14 @@ def _stop_grace(action: ActionRequest, job: Job, now: datetime) -> int:
     """What is left before the deadline; a checkpointing job gets at least its save time, since
     SIGTERM means "save now and exit" (a spot node is gone at its deadline, whatever we give)."""
     room = max(0, int(action.payload["deadline"] - now.timestamp()))
-    if not job.checkpoint_interval_s or action.payload.get("reason") == "spot-reclaim":
+    if not job.checkpoint_interval_s or _reason(action) == PreemptReason.SPOT_RECLAIM:
         return room
     return max(room, checkpoint_save_s(job) + CONFIRM_MARGIN_S)
 
 
 def _preempt_stop(action, backend, job, now) -> None:
     grace = _stop_grace(action, job, now)
-    stop_pods(backend, job, job_pods(job), action.payload.get("reason", "preempt"), grace_s=grace)
+    stop_pods(backend, job, job_pods(job), _reason(action), grace_s=grace)
     failpoint("preempt.after-stop")
     _phase(action, "releasing", stopped_at=now.timestamp(), grace=grace)
 
@@ -288,7 +309,7 @@ def _preempt_release(action, backend, job, now) -> None:
     if alive and now.timestamp() < action.payload["stopped_at"] + action.payload.get("grace", 0) + 60:
         return
     job.refresh_from_db(fields=["progress_s"])
-    reason = RELEASE_REASONS.get(action.payload.get("reason", "preempt"), "preempted")
+    reason = RELEASE_REASONS[_reason(action)]
     job_release(job_id=job.pk, at=now, reason=reason, progress_s=job.progress_s,
                 message=f"Stopped and requeued; resumes from {job.progress_s:.0f} s of saved work.")
     _finish(action, CONFIRMED)

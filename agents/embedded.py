@@ -21,9 +21,12 @@ from django.db import OperationalError, close_old_connections, transaction
 from django.utils import timezone
 
 from agents import actions, runtime, services
-from agents.backends.simulated import ENV_RESUME, SimConfig, SimNode, SimulatedBackend
+from agents.backends.base import ENV_RESUME
+from agents.backends.simulated import SimConfig, SimNode, SimulatedBackend
 from portal.models import Team
+from scheduling.engine.reasons import WaitingReason
 from scheduling.models import ActionRequest, Job, PriorityClass
+from scheduling.payloads import AllocationRequest, BindPayload
 from scheduling.services import job_event_add
 
 log = logging.getLogger(__name__)
@@ -97,12 +100,13 @@ def adopt(backend: SimulatedBackend, job: Job) -> None:
         by_node.setdefault(placement.gpu.node.name, []).append(placement)
     attempt = int(job.started_at.timestamp())
     for member, (node, placements) in enumerate(sorted(by_node.items())):
-        payload = {"job_id": job.pk, "member": member, "node": node, "placements": [p.pk for p in placements],
-                   "pod_name": f"{job.team.name}-{job.pk}-{attempt}-{member}",
-                   "allocations": [{"gpu_index": p.gpu.index, "milli": p.share_milli,
-                                    "mig_profile": p.mig_instance.profile if p.mig_instance else None,
-                                    "mig_start": p.mig_instance.start_slot if p.mig_instance else None}
-                                   for p in placements]}
+        payload = BindPayload(
+            job_id=job.pk, member=member, node=node, placements=tuple(p.pk for p in placements),
+            pod_name=f"{job.team.name}-{job.pk}-{attempt}-{member}",
+            allocations=tuple(AllocationRequest(gpu_index=p.gpu.index, milli=p.share_milli,
+                                                mig_profile=p.mig_instance.profile if p.mig_instance else None,
+                                                mig_start=p.mig_instance.start_slot if p.mig_instance else None)
+                              for p in placements)).as_payload()
         action, _new = ActionRequest.objects.get_or_create(
             key=f"bind:{job.pk}:{member}:{attempt}",
             defaults={"kind": "bind", "job": job, "node": placements[0].gpu.node, "payload": payload})
@@ -142,6 +146,6 @@ def submit_demo_job(rng: random.Random) -> Job | None:
         priority_class=PriorityClass.objects.get(name=priority), gpus=gpus, gpu_memory_gb=memory,
         cpu_cores=max(1, gpus) * 8, memory_gb=max(1, gpus) * 64, expected_runtime_s=runtime,
         checkpoint_interval_s=interval, preemptible=priority != "production",
-        pending_reason_code="new", pending_reason="Submitted; waiting for the next scheduling cycle.")
+        pending_reason_code=WaitingReason.NEW, pending_reason="Submitted; waiting for the next scheduling cycle.")
     job_event_add(job=job, at=timezone.now(), kind="submitted", message="Submitted by the demo's job generator.")
     return job

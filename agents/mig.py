@@ -6,6 +6,7 @@ from django.utils import timezone
 
 from agents.backends.base import Backend, MigSlot, RepartitionPhase, RepartitionRequest
 from scheduling.models import ActionRequest, Gpu, MigInstance
+from scheduling.payloads import RepartitionPayload
 
 
 def config_name(action: ActionRequest) -> str:
@@ -15,15 +16,15 @@ def config_name(action: ActionRequest) -> str:
 def repartition_start(action: ActionRequest, backend: Backend) -> bool:
     """Hand the layout to the node; False while an earlier change of the same node is still applying
     (a MIG config is node-wide, so a second one would overwrite the first)."""
-    payload = action.payload
+    change = RepartitionPayload.from_payload(action.payload)
     earlier = ActionRequest.objects.filter(kind=ActionRequest.Kind.REPARTITION, state="requested",
                                            node_id=action.node_id, pk__lt=action.pk)
     if earlier.exists():
         return False
-    layout = tuple(MigSlot(profile=profile, start=start) for profile, start in payload["layout"])
+    layout = tuple(MigSlot(profile=profile, start=start) for profile, start in change.layout)
     backend.repartition(RepartitionRequest(
-        node_name=payload["node"], gpu_index=payload["gpu_index"], config_name=config_name(action),
-        layout=layout, node_layout=_node_layout(action.node_id, payload["gpu_index"], layout)))
+        node_name=change.node, gpu_index=change.gpu_index, config_name=config_name(action),
+        layout=layout, node_layout=_node_layout(action.node_id, change.gpu_index, layout)))
     return True
 
 
@@ -43,14 +44,14 @@ def _node_layout(node_id: int, gpu_index: int, layout) -> tuple:
 
 def repartition_finish(action: ActionRequest, backend: Backend) -> str | None:
     """'' once the new layout is in the rows, a message when it failed, None while it is applying."""
-    payload = action.payload
-    state = backend.repartition_state(payload["node"])
+    change = RepartitionPayload.from_payload(action.payload)
+    state = backend.repartition_state(change.node)
     if state.config_name != config_name(action) or not state.finished:
         return None
     if state.phase == RepartitionPhase.FAILED:
         return f"The node reported the MIG change {config_name(action)} as failed."
-    gpu = Gpu.objects.select_for_update().get(node__name=payload["node"], index=payload["gpu_index"])
-    return layout_write(gpu, payload["mig_enabled"], [tuple(slot) for slot in payload["layout"]])
+    gpu = Gpu.objects.select_for_update().get(node__name=change.node, index=change.gpu_index)
+    return layout_write(gpu, change.mig_enabled, list(change.layout))
 
 
 def layout_write(gpu: Gpu, mig_enabled: bool, layout: list[tuple[str, int]]) -> str:

@@ -18,13 +18,14 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from agents.actions import HOLDING, REQUESTED, attempt_binds, job_pods, pod_stop, stop_pods
-from agents.backends.base import Backend, JobStatus, NodeInventory
-from agents.backends.simulated import RECLAIM_TAINT
+from agents.backends.base import RECLAIM_TAINT, Backend, JobStatus, NodeInventory
 from agents.runtime import failpoint
 from agents.telemetry import NodeReading, Telemetry
 from billing.services import usage_intervals_close_for_node
 from scheduling.cycle import run_cycle
+from scheduling.engine.reasons import PreemptReason
 from scheduling.models import ActionRequest, Gpu, GpuSample, Job, Node
+from scheduling.payloads import CheckpointPayload, PreemptPayload
 from scheduling.services import job_release
 
 Dispatch = Callable[[list[int]], None]
@@ -116,8 +117,8 @@ def node_reclaim_notice(*, node: Node, seen: NodeInventory | None, now: datetime
         action, new = ActionRequest.objects.get_or_create(
             key=f"spot-reclaim:{job.pk}:{int(job.started_at.timestamp())}",
             defaults={"kind": ActionRequest.Kind.PREEMPT, "job": job, "node": node,
-                      "payload": {"job_id": str(job.pk), "for_job_id": "", "reason": "spot-reclaim",
-                                  "deadline": deadline}})
+                      "payload": PreemptPayload(job_id=job.pk, for_job_id=None, reason=PreemptReason.SPOT_RECLAIM,
+                                                notice_deadline=deadline).as_payload()})
         if new:
             created.append(action.pk)
     _on_commit(dispatch, created)
@@ -228,7 +229,8 @@ def checkpoints_due(*, now: datetime | None = None, dispatch: Dispatch | None = 
             with transaction.atomic():
                 action, new = ActionRequest.objects.get_or_create(
                     key=f"checkpoint:{job.pk}:{int(due.timestamp())}",
-                    defaults={"kind": ActionRequest.Kind.CHECKPOINT, "job": job, "payload": {"job_id": str(job.pk)}})
+                    defaults={"kind": ActionRequest.Kind.CHECKPOINT, "job": job,
+                              "payload": CheckpointPayload(job_id=job.pk).as_payload()})
                 if new:
                     created.append(action.pk)
                     _on_commit(dispatch, [action.pk])

@@ -134,7 +134,7 @@ def _jobs(teams, gpus) -> None:
                       gpus=1, gpu_memory_gb=40, status=status, queue_order=i)
             if status == "pending":
                 job.queue_position_team, job.queue_position_overall = i - 24, (i - 24) * len(teams) + t
-                job.pending_reason_code, job.pending_reason = "quota", "Team at its burst limit; waits for 1 GPU."
+                job.pending_reason_code, job.pending_reason = "burst-limit", "Team at its burst limit; waits for 1 GPU."
                 job.estimated_start = now + timedelta(minutes=i)
             if status == "running":
                 running_gpu[len(jobs)] = gpus[t * 25 + i]

@@ -1,6 +1,7 @@
 """The chargeback aggregates for finance systems under /api/v1/billing/ (finance and staff only).
 
-Money and GPU-hours are JSON strings of exact decimals, never floats.
+Money and GPU-hours are JSON strings of exact decimals, never floats. Bad input is a 400 in the
+portal API's shape (ui/api/): `{"<field>": ["message", ...]}`, as DRF's ValidationError renders.
 """
 
 from dataclasses import asdict, replace
@@ -9,8 +10,9 @@ from decimal import Decimal
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import serializers, viewsets
+from rest_framework import exceptions, serializers, viewsets
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from billing.breakeven import DEFAULTS, against_references, break_even
@@ -22,11 +24,16 @@ from billing.periods import PeriodError
 from billing.permissions import IsFinanceOrStaff
 from billing.procurement import commitments, tier_comparison
 
+NON_FIELD_ERRORS_KEY = api_settings.NON_FIELD_ERRORS_KEY
 MONTH = OpenApiParameter("month", str, description="YYYY-MM; the last complete month when left out.")
 
 
-def _invalid(errors) -> Response:
-    return Response({"errors": errors}, status=400)
+def _invalid(errors) -> exceptions.ValidationError:
+    """A form's errors (or {field: [message]}) as the 400 the portal API answers."""
+    if hasattr(errors, "get_json_data"):
+        errors = {NON_FIELD_ERRORS_KEY if field == "__all__" else field: [e["message"] for e in found]
+                  for field, found in errors.get_json_data().items()}
+    return exceptions.ValidationError(errors)
 
 
 def _text(value) -> str | None:
@@ -41,21 +48,21 @@ def _plain(values: dict) -> dict:
 class BillingAPIView(APIView):
     permission_classes = [IsFinanceOrStaff]
 
-    def month_or_error(self, request):
+    def month(self, request):
         form = MonthForm(request.query_params)
-        return (form.cleaned_data["month"], None) if form.is_valid() else (None, _invalid(form.errors))
+        if not form.is_valid():
+            raise _invalid(form.errors)
+        return form.cleaned_data["month"]
 
 
 class ChargebackView(BillingAPIView):
     @extend_schema(parameters=[MONTH], responses=OpenApiTypes.OBJECT, summary="Monthly chargeback rows and totals")
     def get(self, request):
-        month, error = self.month_or_error(request)
-        if error:
-            return error
+        month = self.month(request)
         try:
             report = chargeback_report(month)
         except PeriodError as problem:
-            return _invalid({"month": [str(problem)]})
+            raise _invalid({"month": [str(problem)]}) from problem
         rows = [{"business_unit": r.business_unit, "cost_center": r.cost_center, "team": r.team,
                  "project": r.project, "cost_code": r.cost_code, "tier": r.tier, "gpu_model": r.gpu_model,
                  "gpu_hours": f"{r.gpu_hours:.6f}", "cost": str(r.cost)}
@@ -76,7 +83,7 @@ class CostByMonthView(BillingAPIView):
     def get(self, request):
         form = RangeForm(request.query_params)
         if not form.is_valid():
-            return _invalid(form.errors)
+            raise _invalid(form.errors)
         now, result = timezone.now(), []
         try:
             for month in form.cleaned_data["months"]:
@@ -84,20 +91,18 @@ class CostByMonthView(BillingAPIView):
                 result += [{"month": str(month), "business_unit": unit, "cost": str(cost)}
                            for unit, cost in sorted(costs.items())]
         except PeriodError as problem:
-            return _invalid({"month": [str(problem)]})
+            raise _invalid({"month": [str(problem)]}) from problem
         return Response({"currency": "USD", "results": result})
 
 
 class ProcurementView(BillingAPIView):
     @extend_schema(parameters=[MONTH], responses=OpenApiTypes.OBJECT, summary="Tier savings and commitments")
     def get(self, request):
-        month, error = self.month_or_error(request)
-        if error:
-            return error
+        month = self.month(request)
         try:
             tiers, plans = tier_comparison(month), commitments(month)
         except PeriodError as problem:
-            return _invalid({"month": [str(problem)]})
+            raise _invalid({"month": [str(problem)]}) from problem
         return Response({
             "month": str(month), "currency": "USD",
             "tiers": [{"tier": t.tier, "gpu_model": t.gpu_model, "gpu_hours": f"{t.gpu_hours:.6f}",
@@ -113,7 +118,7 @@ class BreakEvenView(BillingAPIView):
     def get(self, request):
         form = BreakEvenForm(request.query_params)
         if not form.is_valid():
-            return _invalid(form.errors)
+            raise _invalid(form.errors)
         inputs = replace(DEFAULTS, **form.cleaned_data)
         result = break_even(inputs)
         return Response({

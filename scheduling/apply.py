@@ -16,12 +16,14 @@ from django.db import IntegrityError, transaction
 
 from portal import freshness
 from scheduling import engine
+from scheduling.engine.reasons import PreemptReason
 from scheduling.models import ActionRequest, Gpu, Job, MigInstance, Placement
+from scheduling.payloads import AllocationRequest, BindPayload, PreemptPayload, RepartitionPayload
 from scheduling.services import job_event_add, placement_start
 
 log = logging.getLogger(__name__)
-PREEMPTION_WHY = {"preempt": "run a higher-priority job", "reclaim": "reclaim its guarantee",
-                  "consolidate": "start (it restarts from its checkpoint on free GPUs elsewhere)"}
+PREEMPTION_WHY = {PreemptReason.PREEMPT: "run a higher-priority job", PreemptReason.RECLAIM: "reclaim its guarantee",
+                  PreemptReason.CONSOLIDATE: "start (it restarts from its checkpoint on free GPUs elsewhere)"}
 
 
 @dataclass
@@ -115,11 +117,12 @@ def _bind_action(job: Job, bind: engine.Bind, placements, now) -> ActionRequest:
     return ActionRequest.objects.create(
         key=f"bind:{job.pk}:{bind.member}:{attempt}", kind=ActionRequest.Kind.BIND, job=job,
         node=placements[0].gpu.node,
-        payload={"job_id": job.pk, "member": bind.member, "node": bind.node,
-                 "pod_name": f"{job.team.name}-{job.pk}-{attempt}-{bind.member}",
-                 "placements": [p.pk for p in placements],
-                 "allocations": [{"gpu_index": a.gpu_index, "milli": a.milli, "mig_profile": a.mig_profile,
-                                  "mig_start": a.mig_start} for a in bind.allocations]})
+        payload=BindPayload(
+            job_id=job.pk, member=bind.member, node=bind.node,
+            pod_name=f"{job.team.name}-{job.pk}-{attempt}-{bind.member}",
+            placements=tuple(p.pk for p in placements),
+            allocations=tuple(AllocationRequest(gpu_index=a.gpu_index, milli=a.milli, mig_profile=a.mig_profile,
+                                                mig_start=a.mig_start) for a in bind.allocations)).as_payload())
 
 
 def _request_preemption(job: Job | None, preemption: engine.Preempt, now, result: ApplyResult) -> None:
@@ -128,13 +131,18 @@ def _request_preemption(job: Job | None, preemption: engine.Preempt, now, result
     action, created = ActionRequest.objects.get_or_create(
         key=f"preempt:{job.pk}:{int(job.started_at.timestamp())}",
         defaults={"kind": ActionRequest.Kind.PREEMPT, "job": job,
-                  "payload": {"job_id": str(job.pk), "for_job_id": preemption.for_job_id,
-                              "reason": preemption.reason}})
+                  "payload": PreemptPayload(job_id=job.pk, for_job_id=_row_id(preemption.for_job_id),
+                                            reason=preemption.reason, notice_deadline=None).as_payload()})
     if created:
         result.action_ids.append(action.pk)
         job_event_add(job=job, at=now, kind="preemption-requested",
                       message=f"Asked to stop so job #{preemption.for_job_id} can "
-                              f"{PREEMPTION_WHY.get(preemption.reason, PREEMPTION_WHY['preempt'])}.")
+                              f"{PREEMPTION_WHY[preemption.reason]}.")
+
+
+def _row_id(engine_id: str | None) -> int | None:
+    """An engine job id (the row's primary key as a string) as the row's key."""
+    return None if engine_id is None else int(engine_id)
 
 
 def _request_repartition(repartition: engine.Repartition, now, result: ApplyResult) -> None:
@@ -142,8 +150,8 @@ def _request_repartition(repartition: engine.Repartition, now, result: ApplyResu
     action = ActionRequest.objects.create(
         key=f"repartition:{repartition.node}:{repartition.gpu_index}:{int(now.timestamp())}",
         kind=ActionRequest.Kind.REPARTITION, node=gpu.node,
-        payload={"node": repartition.node, "gpu_index": repartition.gpu_index,
-                 "mig_enabled": repartition.mig_enabled, "layout": [list(x) for x in repartition.layout]})
+        payload=RepartitionPayload(node=repartition.node, gpu_index=repartition.gpu_index,
+                                   mig_enabled=repartition.mig_enabled, layout=repartition.layout).as_payload())
     result.action_ids.append(action.pk)
 
 

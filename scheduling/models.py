@@ -11,6 +11,7 @@ from django.db.models import F, Q
 from django.db.models.functions import Cast
 
 from scheduling.engine import mig
+from scheduling.engine.reasons import WaitingReason
 
 
 def decimal_fraction(value: float) -> Decimal:
@@ -247,7 +248,8 @@ class Job(models.Model):
     borrowed = models.BooleanField(default=False, help_text="Runs on capacity above the team's quota.")
     progress_s = models.FloatField(default=0, help_text="Work saved by the last checkpoint.")
     last_checkpoint_at = models.DateTimeField(null=True, blank=True)
-    pending_reason_code = models.CharField(max_length=40, blank=True)
+    pending_reason_code = models.CharField(max_length=40, blank=True, choices=WaitingReason.choices(),
+                                           help_text="Why it waits (empty once it runs).")
     pending_reason = models.CharField(max_length=500, blank=True)
     estimated_start = models.DateTimeField(null=True, blank=True)
     queue_position_team = models.PositiveIntegerField(null=True, blank=True)

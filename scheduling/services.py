@@ -21,6 +21,7 @@ from django.utils import timezone
 from portal import access, freshness
 from portal.models import Project
 from scheduling import signals, sizing
+from scheduling.engine.reasons import WaitingReason
 from scheduling.models import Job, JobEvent, Placement, PriorityClass
 from scheduling.selectors import cluster_gpu_models, priority_classes_for, team_queue
 
@@ -163,7 +164,7 @@ def job_submit(*, user, team, name: str, kind: str, priority_class: str, gpus: i
         cpu_cores=cpu_cores, memory_gb=memory_gb, gang=gang, checkpoint_interval_s=checkpoint_interval_s,
         checkpoint_save_s=checkpoint_save_s,
         expected_runtime_s=expected_runtime_s, preemptible=chosen.preemptible, image=image, command=command,
-        queue_order=(last or 0) + 1, pending_reason_code="new",
+        queue_order=(last or 0) + 1, pending_reason_code=WaitingReason.NEW,
         pending_reason="Submitted; waiting for the next scheduling cycle.")
     job_event_add(job=job, at=timezone.now(), kind="submitted",
                   message=f"Submitted by {user.username} as {chosen.name}.")

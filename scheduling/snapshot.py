@@ -18,6 +18,7 @@ from django.utils import timezone
 from portal.models import Team
 from scheduling import engine
 from scheduling.models import ActionRequest, Gpu, Job, MigInstance, NetworkSwitch, Node, Placement
+from scheduling.payloads import PreemptPayload, RepartitionPayload
 from scheduling.prices import PriceList, prices_at
 
 DEFAULT_RUNTIME_S = 3600.0
@@ -126,14 +127,15 @@ def _queues() -> tuple[engine.Queue, ...]:
 def _in_flight() -> tuple:
     actions = []
     for action in ActionRequest.objects.filter(state=ActionRequest.State.REQUESTED).order_by("id"):
-        payload = action.payload
         if action.kind == ActionRequest.Kind.PREEMPT:
-            actions.append(engine.Preempt(job_id=payload["job_id"], for_job_id=payload["for_job_id"],
-                                          reason=payload["reason"]))
+            stop = PreemptPayload.from_payload(action.payload)
+            actions.append(engine.Preempt(
+                job_id=str(stop.job_id), for_job_id=None if stop.for_job_id is None else str(stop.for_job_id),
+                reason=stop.reason))
         elif action.kind == ActionRequest.Kind.REPARTITION:
-            actions.append(engine.Repartition(
-                node=payload["node"], gpu_index=payload["gpu_index"], mig_enabled=payload["mig_enabled"],
-                layout=tuple((profile, start) for profile, start in payload["layout"])))
+            change = RepartitionPayload.from_payload(action.payload)
+            actions.append(engine.Repartition(node=change.node, gpu_index=change.gpu_index,
+                                              mig_enabled=change.mig_enabled, layout=change.layout))
     return tuple(actions)
 
 

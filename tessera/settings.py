@@ -164,6 +164,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # One name for the one catalogue of waiting reasons (scheduling/engine/reasons.py), wherever it shows.
+    "ENUM_NAME_OVERRIDES": {"WaitingReasonEnum": "scheduling.engine.reasons.WaitingReason.choices"},
 }
 
 LOGGING = {

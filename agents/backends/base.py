@@ -13,6 +13,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+# Names every backend and the workers share (the contract, not any one backend's detail).
+# A spot reclaim notice arrives as this taint; its value is the UNIX time the node goes away.
+RECLAIM_TAINT = "tessera.io/reclaim-at"
+# What a bind tells the workload through its environment.
+ENV_RUNTIME = "TESSERA_RUNTIME_S"
+ENV_RESUME = "TESSERA_RESUME_S"
+ENV_GPU_INDEXES = "TESSERA_GPU_INDEXES"
+
 
 class BackendError(RuntimeError):
     """The cluster refused a request in a way a retry will not mend."""

@@ -23,6 +23,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from agents.backends.base import (
+    ENV_GPU_INDEXES,
+    ENV_RESUME,
+    ENV_RUNTIME,
+    RECLAIM_TAINT,
     BackendError,
     BindRequest,
     CheckpointRequest,
@@ -39,12 +43,6 @@ from agents.backends.base import (
 )
 from agents.telemetry import GpuReading, NodeReading
 
-# A spot reclaim notice arrives as this taint; its value is the UNIX time the node goes away.
-RECLAIM_TAINT = "tessera.io/reclaim-at"
-# What a bind tells the workload through its environment.
-ENV_RUNTIME = "TESSERA_RUNTIME_S"
-ENV_RESUME = "TESSERA_RESUME_S"
-ENV_GPU_INDEXES = "TESSERA_GPU_INDEXES"
 _THREAD_LOCK = threading.Lock()  # flock is per process; threads of one process need their own
 
 

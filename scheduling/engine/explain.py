@@ -14,6 +14,7 @@ from .memory import smallest_profile
 from .mig import canonical_model, geometry_for
 from .placement import allowed_models, as_whole, model_memory
 from .plan import PendingInfo
+from .reasons import WaitingReason
 from .tiers import tier_order
 from .types import Job
 from .wording import gpus
@@ -133,9 +134,9 @@ def _no_model(session, job: Job) -> tuple[str, str]:
     wanted = {canonical_model(m) for m in job.gpu_models}
     present = [m for m in memory if not wanted or m in wanted]
     if not present:
-        return ("no-such-gpu", f"asks for {', '.join(job.gpu_models)}; the cluster has none")
+        return (WaitingReason.NO_SUCH_GPU, f"asks for {', '.join(job.gpu_models)}; the cluster has none")
     largest = max(memory[m] for m in present)
-    return ("gpu-memory", f"needs {job.gpu_memory_gb:g} GB per GPU; the largest allowed GPU "
+    return (WaitingReason.GPU_MEMORY, f"needs {job.gpu_memory_gb:g} GB per GPU; the largest allowed GPU "
             f"has {largest:g} GB")
 
 
@@ -147,15 +148,15 @@ def _whole_reason(session, job: Job, models) -> tuple[str, str]:
     if members > 1 and total > session.max_gpus_per_node and session.features.gang:
         free_nodes = sum(len(b.get(session.max_gpus_per_node, {}))
                          for (m, _), b in session.whole.items() if m in models)
-        return ("no-gang-group", f"needs {members} × {count} {names} GPUs on nodes under one "
+        return (WaitingReason.NO_GANG_GROUP, f"needs {members} × {count} {names} GPUs on nodes under one "
                 f"leaf switch; {free_nodes} fully free nodes now")
     if best >= total:
-        return ("host-resources", f"needs {job.cpu_cores:g} CPU cores and {job.memory_gb:g} GB "
+        return (WaitingReason.HOST_RESOURCES, f"needs {job.cpu_cores:g} CPU cores and {job.memory_gb:g} GB "
                 f"RAM beside its GPUs; no node with {total} free GPUs has that much left")
     if other >= total and job.production:
-        return ("tier", f"production inference never runs on spot; only spot nodes have "
+        return (WaitingReason.TIER, f"production inference never runs on spot; only spot nodes have "
                 f"{total} free {names} GPUs")
-    return ("no-free-gpus", f"needs {total} {names} GPUs on {_node_word(session, models)}; "
+    return (WaitingReason.NO_FREE_GPUS, f"needs {total} {names} GPUs on {_node_word(session, models)}; "
             f"the largest free group is {best}")
 
 
@@ -171,9 +172,9 @@ def _slice_reason(session, job: Job, models) -> tuple[str, str]:
     nodes = {n.name for n in session.nodes.values() if n.model in models}
     what = f"needs {job.gpu_memory_gb:g} GB of GPU memory ({'; '.join(slices[:3])})"
     if planned & nodes:
-        return ("repartition-pending", f"{what}; a GPU is being repartitioned for it and it "
+        return (WaitingReason.REPARTITION_PENDING, f"{what}; a GPU is being repartitioned for it and it "
                 "starts once the new layout is confirmed")
-    return ("no-slice", f"{what}; no such slice or share is free")
+    return (WaitingReason.NO_SLICE, f"{what}; no such slice or share is free")
 
 
 def _in(session, at: float) -> str:
@@ -213,13 +214,13 @@ def diagnose(session, job: Job) -> tuple[str, str]:
     if job.id in session.reasons:
         return session.reasons[job.id]
     if job.id in session.consolidating:
-        return ("waiting-for-consolidation", CONSOLIDATION_TEXT)
+        return (WaitingReason.WAITING_FOR_CONSOLIDATION, CONSOLIDATION_TEXT)
     if job.id in session.nominated:
-        return ("waiting-for-preemption", "jobs were asked to stop to make room; it starts "
+        return (WaitingReason.WAITING_FOR_PREEMPTION, "jobs were asked to stop to make room; it starts "
                 "once their GPUs are released")
     held = session.book.by_holder.get(job.id)
     if held is not None:
-        return ("reserved", _reservation_text(session, job, held))
+        return (WaitingReason.RESERVED, _reservation_text(session, job, held))
     models = allowed_models(session, job)
     if not models:
         return _no_model(session, job)
@@ -235,7 +236,7 @@ def diagnose(session, job: Job) -> tuple[str, str]:
         if q.guaranteed_gpus > 0 and used >= q.guaranteed_gpus - 1e-9 and idle <= 1e-9:
             text = (f"team quota {gpus(used)}/{gpus(q.guaranteed_gpus)} GPUs in use and no idle GPU "
                     f"to borrow: {text}")
-            code = "quota-no-idle"
+            code = WaitingReason.QUOTA_NO_IDLE
     return code, text
 
 
@@ -257,7 +258,7 @@ def explain(session) -> dict[str, PendingInfo]:
         code, text = diagnose(session, job)
         held = session.book.by_holder.get(job.id)
         eta = held.at if held is not None else estimate_start(session, job, ahead[key])
-        if code == "burst-limit" and eta is not None:
+        if code == WaitingReason.BURST_LIMIT and eta is not None:
             eta = _later(eta, _team_frees_room(session, job))
         ahead[key] += min_units(session, job)
         infos[job.id] = PendingInfo(job.id, code, text, eta, team_rank[job.id], position)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .reasons import PreemptReason, WaitingReason
+
 
 @dataclass(frozen=True, kw_only=True)
 class Allocation:
@@ -45,11 +47,12 @@ class Bind:
 @dataclass(frozen=True, kw_only=True)
 class Preempt:
     """Stop `job_id` (all its members) so that `for_job_id` can start in a later cycle.
-    `reason` is "reclaim" (guarantee owed to another team) or "preempt" (higher class)."""
+    `reason` is reclaim (guarantee owed to another team), preempt (higher class) or consolidate
+    (a move); a spot reclaim the workers started comes back in flight with no `for_job_id`."""
 
     job_id: str
-    for_job_id: str
-    reason: str
+    for_job_id: str | None
+    reason: PreemptReason
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,7 +72,7 @@ class PendingInfo:
     (None = cannot tell), and its queue positions (1-based)."""
 
     job_id: str
-    reason: str
+    reason: WaitingReason
     message: str
     eta: float | None
     team_position: int

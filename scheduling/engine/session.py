@@ -14,6 +14,7 @@ from collections import defaultdict
 from .features import Features
 from .mig import canonical_model
 from .plan import Bind, Preempt, Repartition
+from .reasons import PreemptReason
 from .reservations import Book
 from .state import GpuState, Member, NodeState
 from .types import Job, Queue, Snapshot
@@ -74,8 +75,10 @@ class Session:
                             reindex=False)
             elif isinstance(action, Preempt):
                 self.preempting.add(action.job_id)
+                if action.for_job_id is None:  # a spot reclaim: nobody waits for it
+                    continue
                 self.nominated[action.for_job_id] = self.nominated.get(action.for_job_id, 0) + 1
-                if action.reason == "consolidate":
+                if action.reason == PreemptReason.CONSOLIDATE:
                     self.consolidating.add(action.for_job_id)
         for node in self.nodes.values():
             for gpu in node.gpus:

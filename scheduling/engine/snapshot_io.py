@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from .plan import Bind, Preempt, Repartition
+from .reasons import PreemptReason
 from .types import Allocation, Gpu, Job, MigInstance, Node, Queue, Running, Snapshot
 
 FORMAT = 1
@@ -71,4 +72,6 @@ def _in_flight(data: dict):
         fields["allocations"] = _allocations(fields["allocations"])
     if data["type"] == "repartition":
         fields["layout"] = tuple(tuple(slot) for slot in fields["layout"])
+    if data["type"] == "preempt":
+        fields["reason"] = PreemptReason(fields["reason"])
     return _IN_FLIGHT[data["type"]](**fields)

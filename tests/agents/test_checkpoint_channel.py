@@ -126,7 +126,7 @@ def test_a_bound_pod_confirms_with_its_secret_and_the_workers_see_it(bound, back
     pod = kube.pod(job.team.name, pod_name)
     assert pod["spec"]["terminationGracePeriodSeconds"] == 45 + actions.CONFIRM_MARGIN_S
     ask = ActionRequest.objects.create(key=f"checkpoint:{job.pk}:9", kind="checkpoint", job=job,
-                                       payload={"job_id": str(job.pk)})
+                                       payload={"job_id": job.pk})
     assert actions.action_advance(action_id=ask.pk, backend=backend) == "requested"
     request_id = kube.pod(job.team.name, pod_name)["metadata"]["annotations"][m.ANNOTATION_CHECKPOINT]
     assert request_id == f"interval-{ask.pk}"
@@ -143,7 +143,7 @@ def test_a_bound_pod_confirms_with_its_secret_and_the_workers_see_it(bound, back
 def test_a_checkpoint_nobody_confirms_fails_in_time(bound, backend, kube, settings):
     job, _pod, _token = bound
     ask = ActionRequest.objects.create(key=f"checkpoint:{job.pk}:9", kind="checkpoint", job=job,
-                                       payload={"job_id": str(job.pk)})
+                                       payload={"job_id": job.pk})
     actions.action_advance(action_id=ask.pk, backend=backend)
     later = timezone.now() + timedelta(seconds=settings.TESSERA_PREEMPT_GRACE_S + 1)
     assert actions.action_advance(action_id=ask.pk, backend=backend, now=later) == "failed"

@@ -29,7 +29,7 @@ def _running(name: str) -> Running:
     pod = f"{world.team.name}-{job.pk}-0"
     token = token_issue(job=job, pod_name=pod, pod_key=f"bind:{job.pk}:0:{int(started.timestamp())}", at=started)
     interval = ActionRequest.objects.create(key=f"checkpoint:{job.pk}:1", kind="checkpoint", job=job,
-                                            payload={"job_id": str(job.pk)})
+                                            payload={"job_id": job.pk})
     job.refresh_from_db()
     return Running(job, pod, token, interval)
 

@@ -106,7 +106,7 @@ def jobs(users, teams, cluster):
     alpha, bravo, gpus = teams["alpha"], teams["bravo"], list(cluster["h100"].gpus.order_by("index"))
     made = {
         "bob_wait": make_job(alpha, users["member"], "alpha-bob-wait", queue_order=1,
-                             pending_reason_code="quota", pending_reason="Team alpha is at its burst limit."),
+                             pending_reason_code="burst-limit", pending_reason="Team alpha is at its burst limit."),
         "alice_wait": make_job(alpha, users["lead"], "alpha-alice-wait", queue_order=2),
         "alpha_run": make_job(alpha, users["lead"], "alpha-run"),
         "bravo_run": make_job(bravo, users["other_lead"], BRAVO_SECRETS[0]),

@@ -6,7 +6,9 @@ import pytest
 
 from agents import tasks
 from billing.models import UsageInterval
+from scheduling.engine.reasons import PreemptReason
 from scheduling.models import ActionRequest, JobEvent, Node
+from scheduling.payloads import PreemptPayload
 from tests.workers.conftest import assert_invariants, job_add, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -65,8 +67,9 @@ def test_a_node_that_stops_answering_is_lost_and_its_jobs_requeued(cluster, work
 
 
 def preempt_action(job, reason="preempt"):
+    payload = PreemptPayload(job_id=job.pk, for_job_id=None, reason=PreemptReason(reason), notice_deadline=None)
     return ActionRequest.objects.create(key=f"preempt:{job.pk}:{int(job.started_at.timestamp())}", kind="preempt",
-                                        job=job, payload={"job_id": str(job.pk), "for_job_id": "", "reason": reason})
+                                        job=job, payload=payload.as_payload())
 
 
 def finish_actions(workers):

@@ -3,7 +3,13 @@
 from rest_framework import serializers
 
 from portal.models import Team
+from scheduling.engine.reasons import WaitingReason
 from scheduling.models import Job
+
+
+def waiting_reason_field(**kwargs) -> serializers.ChoiceField:
+    """A waiting-reason code (the catalogue in scheduling/engine/reasons.py); blank once a job runs."""
+    return serializers.ChoiceField(choices=WaitingReason.choices(), allow_blank=True, read_only=True, **kwargs)
 
 
 class JobSerializer(serializers.ModelSerializer):
@@ -12,6 +18,7 @@ class JobSerializer(serializers.ModelSerializer):
     priority_class = serializers.CharField(source="priority_class.name")
     priority_value = serializers.IntegerField(source="priority_class.value")
     submitted_by = serializers.CharField(source="submitted_by.username", default=None)
+    pending_reason_code = waiting_reason_field()
 
     class Meta:
         model = Job
@@ -72,7 +79,7 @@ class QueueEntrySerializer(serializers.ModelSerializer):
     submitted_by = serializers.CharField(source="submitted_by.username", default=None)
     position_team = serializers.IntegerField(source="queue_position_team")
     position_overall = serializers.IntegerField(source="queue_position_overall")
-    reason_code = serializers.CharField(source="pending_reason_code")
+    reason_code = waiting_reason_field(source="pending_reason_code")
     reason = serializers.CharField(source="pending_reason")
 
     class Meta:

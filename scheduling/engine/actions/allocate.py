@@ -8,10 +8,9 @@ instead (reserve.py), and later jobs of its class or below may start anywhere el
 
 from __future__ import annotations
 
+from ..reasons import WaitingReason
 from .common import NO_FIT, OVER_QUOTA, PLACED, ordered, try_place
 from .reserve import reserve_for, reserve_heads
-
-FAIR_SHARE = "fair-share"
 
 
 def allocate(session) -> None:
@@ -28,7 +27,7 @@ def allocate(session) -> None:
     # Fair share decides who borrows first, not whether idle GPUs may be used: GPUs that no
     # job within its share could take are lent beyond it (still borrowed, so a guarantee can
     # reclaim them). Without this, a team whose jobs do not fit leaves its share idle.
-    held_back = [j for j in deferred if session.reasons.get(j.id, ("",))[0] == FAIR_SHARE]
+    held_back = [j for j in deferred if session.reasons.get(j.id, ("",))[0] == WaitingReason.FAIR_SHARE]
     for job in ordered(session, held_back):
         if place(session, job, allow_borrow=True, fair=False) == NO_FIT:
             session.reasons.pop(job.id, None)  # what it lacks now is room, not its share

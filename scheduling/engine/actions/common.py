@@ -8,6 +8,7 @@ from ..fairshare import TeamDemand, deserved_shares
 from ..memory import share_milli, smallest_profile
 from ..mig import geometry_for
 from ..placement import allowed_models, as_whole, model_memory, place_job
+from ..reasons import WaitingReason
 from ..statement import Statement
 from ..types import Job
 from ..wording import gpus
@@ -98,15 +99,15 @@ def burst_refusal(session, job: Job, units: float, used: float | None = None,
     if used is None:
         used = session.usage.get(job.team, 0.0)
     if q.burst_limit_gpus is not None and units > q.burst_limit_gpus + 1e-9:
-        return ("burst-limit", f"needs {gpus(units)} GPUs, more than team {job.team}'s burst limit of "
+        return (WaitingReason.BURST_LIMIT, f"needs {gpus(units)} GPUs, more than team {job.team}'s burst limit of "
                 f"{gpus(q.burst_limit_gpus)}; it can start only once a platform admin raises the limit")
     if q.burst_limit_gpus is not None and used + units > q.burst_limit_gpus + 1e-9:
-        return ("burst-limit", f"team {job.team} would hold {gpus(used + units)} GPUs; its burst "
+        return (WaitingReason.BURST_LIMIT, f"team {job.team} would hold {gpus(used + units)} GPUs; its burst "
                 f"limit is {gpus(q.burst_limit_gpus)} (guaranteed {gpus(q.guaranteed_gpus)})")
     share = deserved(session).get(job.team, 0.0)
     if fair and session.features.fairshare and not job.production and \
             used + units > share + 1e-9:
-        return ("fair-share", f"team {job.team} holds {gpus(used)} GPUs ({gpus(q.guaranteed_gpus)} "
+        return (WaitingReason.FAIR_SHARE, f"team {job.team} holds {gpus(used)} GPUs ({gpus(q.guaranteed_gpus)} "
                 f"guaranteed); its fair share of idle GPUs this cycle is {gpus(share)}")
     return None
 
@@ -158,6 +159,6 @@ def try_place(session, job: Job, allow_borrow: bool, fair: bool = True) -> str:
     stmt.commit(borrowed=borrowed)
     session.reasons.pop(job.id, None)
     if not placed_all:
-        session.reasons[job.id] = ("partial", "only some members found a place; the others "
+        session.reasons[job.id] = (WaitingReason.PARTIAL, "only some members found a place; the others "
                                    "wait (no gang scheduling in this policy)")
     return PLACED

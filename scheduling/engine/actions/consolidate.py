@@ -19,6 +19,7 @@ import math
 from contextlib import nullcontext
 
 from ..placement import as_whole, place_job
+from ..reasons import PreemptReason
 from ..statement import Statement
 from .common import burst_refusal, min_units, ordered, request_shape, within_guarantee
 from .evict import (
@@ -55,7 +56,7 @@ def consolidate(session) -> None:
         if movers is None:
             failed.add(key)
             continue
-        nominate(session, job, movers, "consolidate")
+        nominate(session, job, movers, PreemptReason.CONSOLIDATE)
         movable = [m for m in movable if m.job_id not in session.preempting]
 
 

@@ -14,6 +14,7 @@ from collections import defaultdict
 
 from ..placement import allowed_models, as_whole
 from ..plan import Preempt
+from ..reasons import PreemptReason, WaitingReason
 from .common import burst_refusal, min_units, ordered, request_shape, within_guarantee
 from .gang_victims import fits_now, freeable_gpus, gang_nodes, gang_victims, per_node_gpus, shortest_prefix
 
@@ -25,7 +26,7 @@ def reclaim(session) -> None:
         victim = member.job
         return (member.borrowed and victim.team != job.team and victim.preemptible
                 and (job.production or not victim.production))
-    _evict_for(session, eligible, "reclaim", need_guarantee=True)
+    _evict_for(session, eligible, PreemptReason.RECLAIM, need_guarantee=True)
 
 
 def preempt(session) -> None:
@@ -36,7 +37,7 @@ def preempt(session) -> None:
         if victim.team == job.team or member.borrowed:
             return True
         return job.production and within
-    _evict_for(session, eligible, "preempt", need_guarantee=False)
+    _evict_for(session, eligible, PreemptReason.PREEMPT, need_guarantee=False)
 
 
 def _evict_for(session, eligible, reason: str, need_guarantee: bool) -> None:
@@ -164,8 +165,8 @@ def victims_on(session, job, ordered_victims) -> list[str] | None:
 
 
 # What a job waits for once its victims are asked to stop, by the Preempt's reason.
-WAITING = {"consolidate": ("waiting-for-consolidation", "are moving to free GPUs elsewhere")}
-STOPPING = ("waiting-for-preemption", "asked to stop")
+WAITING = {PreemptReason.CONSOLIDATE: (WaitingReason.WAITING_FOR_CONSOLIDATION, "are moving to free GPUs elsewhere")}
+STOPPING = (WaitingReason.WAITING_FOR_PREEMPTION, "asked to stop")
 
 
 def nominate(session, job, victims, reason: str) -> None:

@@ -1,0 +1,52 @@
+"""The catalogue of codes for why a job waits, and why a running job is asked to stop.
+
+These strings cross every boundary (engine -> Job.pending_reason_code -> pages, the API's OpenAPI
+schema, ActionRequest payloads -> workers), so each is defined once, here, with its meaning.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class _Coded(StrEnum):
+    """A code and a one-line meaning: `Member = "code", "meaning"`."""
+
+    meaning: str
+
+    def __new__(cls, code: str, meaning: str) -> _Coded:
+        member = str.__new__(cls, code)
+        member._value_ = code
+        member.meaning = meaning
+        return member
+
+    @classmethod
+    def choices(cls) -> list[tuple[str, str]]:
+        """(code, meaning) pairs, for model fields and API serializers."""
+        return [(member.value, member.meaning) for member in cls]
+
+
+class WaitingReason(_Coded):
+    NEW = "new", "Submitted; no scheduling cycle has looked at it yet."
+    BURST_LIMIT = "burst-limit", "Starting it would take its team beyond the team's burst limit."
+    FAIR_SHARE = "fair-share", "Its team already holds its fair share of the idle GPUs lent out this cycle."
+    QUOTA_NO_IDLE = "quota-no-idle", "Its team uses its whole guarantee and no GPU is idle to borrow."
+    PARTIAL = "partial", "Only some of its members found a place (the policy has no gang scheduling)."
+    WAITING_FOR_PREEMPTION = "waiting-for-preemption", "Jobs were asked to stop to make room for it."
+    WAITING_FOR_CONSOLIDATION = "waiting-for-consolidation", "Jobs are moving elsewhere to make room for it."
+    RESERVED = "reserved", "It holds a reservation on GPUs expected to free up; it starts then."
+    NO_SUCH_GPU = "no-such-gpu", "It asks for GPU models the cluster does not have."
+    GPU_MEMORY = "gpu-memory", "It needs more memory per GPU than any GPU it may use has."
+    NO_GANG_GROUP = "no-gang-group", "No group of nodes under one switch has room for all its members."
+    HOST_RESOURCES = "host-resources", "Nodes with enough free GPUs lack the CPU cores or RAM it needs."
+    TIER = "tier", "Only spot nodes have room, and production inference never runs on spot."
+    NO_FREE_GPUS = "no-free-gpus", "Not enough free whole GPUs on any node it may use."
+    REPARTITION_PENDING = "repartition-pending", "A GPU is being repartitioned to make a slice for it."
+    NO_SLICE = "no-slice", "No MIG slice or GPU share that holds its memory need is free."
+
+
+class PreemptReason(_Coded):
+    PREEMPT = "preempt", "Stopped for a job of a higher priority class."
+    RECLAIM = "reclaim", "Stopped so another team gets back the guarantee it had lent out."
+    CONSOLIDATE = "consolidate", "Moved: it restarts from its checkpoint elsewhere to make room for a bigger job."
+    SPOT_RECLAIM = "spot-reclaim", "Its spot node is being taken back by the provider."
