@@ -50,6 +50,7 @@ test: $(VENV)/.dev
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy  # the engine (scheduling/engine); settings in pyproject.toml
 
 clean:
 	rm -rf $(VENV) var/demo.sqlite3

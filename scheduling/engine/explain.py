@@ -9,66 +9,86 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .memory import smallest_profile
 from .mig import canonical_model, geometry_for
-from .placement import allowed_models, as_whole, model_memory
+from .placement import Models, allowed_models, as_whole, model_memory
 from .plan import PendingInfo
 from .reasons import WaitingReason
 from .tiers import tier_order
 from .types import Job
 from .wording import gpus
 
+ReleaseCurve = tuple[float, float, list[float], list[float]]  # free, total, ends, units freed by then
 
-def _gpu_free_units(gpu) -> float:
+
+@dataclass
+class ModelSupply:
+    """Units of one GPU model: free now, usable in all, and (expected end, units) of what runs."""
+
+    free: float = 0.0
+    total: float = 0.0
+    ends: list[tuple[float, float]] = field(default_factory=list)
+
+
+if TYPE_CHECKING:
+    from .reservations import Reservation
+    from .session import Session
+    from .state import GpuState
+
+Reason = tuple[WaitingReason, str]  # a code and the sentence a team lead reads
+
+
+def _gpu_free_units(gpu: GpuState) -> float:
     if not gpu.usable:
         return 0.0
     if gpu.mig_enabled:
         busy = sum(i[0].compute_slices for i in gpu.instances.values() if i[1] is not None)
-        return (gpu.geometry.compute_slices - busy) / gpu.geometry.compute_slices
+        return (gpu.mig_geometry.compute_slices - busy) / gpu.mig_geometry.compute_slices
     return 0.0 if gpu.whole_job else 1 - gpu.milli_used / 1000
 
 
-def _model_supply(session):
-    """Per model: (free units, total units, [(expected end, units)] sorted)."""
-    if "supply" in session.cache:
-        return session.cache["supply"]
-    supply = defaultdict(lambda: [0.0, 0.0, []])
+def _model_supply(session: Session) -> dict[str, ModelSupply]:
+    """Per model: free units, total units, and (expected end, units) of what runs, sorted."""
+    if session.supply is not None:
+        return session.supply
+    supply: defaultdict[str, ModelSupply] = defaultdict(ModelSupply)
     for node in session.nodes.values():
         entry = supply[node.model]
         for gpu in node.gpus:
-            entry[0] += _gpu_free_units(gpu)
-            entry[1] += 1.0 if gpu.healthy and node.ready else 0.0
+            entry.free += _gpu_free_units(gpu)
+            entry.total += 1.0 if gpu.healthy and node.ready else 0.0
     for members in session.members.values():
         for m in members:
             if m.job is not None:
                 end = session.now if m.job_id in session.preempting else \
                     m.started_at + m.job.expected_runtime_s
-                supply[session.nodes[m.node].model][2].append((end, m.units))
+                supply[session.nodes[m.node].model].ends.append((end, m.units))
     for entry in supply.values():
-        entry[2].sort()
-    session.cache["supply"] = supply
+        entry.ends.sort()
+    session.supply = supply
     return supply
 
 
-def _release_curve(session, models):
+def _release_curve(session: Session, models: Models) -> ReleaseCurve:
     """For these models: (free units, total units, expected ends sorted, units freed by
     each end cumulated), cached per model set so each estimate is a bisection."""
-    key = ("curve", models)
-    if key not in session.cache:
+    if models not in session.release_curves:
         supply = _model_supply(session)
-        ends = sorted(e for m in models for e in supply[m][2])
+        ends = sorted(e for m in models for e in supply[m].ends)
         cumulative, running = [], 0.0
         for _, units in ends:
             running += units
             cumulative.append(running)
-        session.cache[key] = (sum(supply[m][0] for m in models),
-                              sum(supply[m][1] for m in models),
-                              [end for end, _ in ends], cumulative)
-    return session.cache[key]
+        session.release_curves[models] = (sum(supply[m].free for m in models),
+                                          sum(supply[m].total for m in models),
+                                          [end for end, _ in ends], cumulative)
+    return session.release_curves[models]
 
 
-def estimate_start(session, job: Job, ahead: float = 0.0) -> float | None:
+def estimate_start(session: Session, job: Job, ahead: float = 0.0) -> float | None:
     """When enough GPU units for the job (and `ahead` units queued before it) should be free;
     None when it cannot tell (nothing running would ever make room)."""
     from .actions.common import min_units
@@ -91,7 +111,7 @@ def _later(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else max(a, b)
 
 
-def _team_frees_room(session, job: Job) -> float | None:
+def _team_frees_room(session: Session, job: Job) -> float | None:
     """When the team's own running jobs, ending as expected, leave room under its burst limit."""
     from .actions.common import min_units
     limit = session.queue(job.team).burst_limit_gpus
@@ -110,7 +130,7 @@ def _team_frees_room(session, job: Job) -> float | None:
     return None
 
 
-def _largest_free_group(session, job: Job, models) -> tuple[int, int]:
+def _largest_free_group(session: Session, job: Job, models: Models) -> tuple[int, int]:
     """(largest free whole-GPU group on one node, same on tiers the job may not use)."""
     allowed = tier_order(job, session.features.tiers)
     best = other = 0
@@ -124,12 +144,12 @@ def _largest_free_group(session, job: Job, models) -> tuple[int, int]:
     return best, other
 
 
-def _node_word(session, models) -> str:
+def _node_word(session: Session, models: Models) -> str:
     kinds = {n.node.interconnect for n in session.nodes.values() if n.model in models}
     return "one NVSwitch node" if kinds == {"nvswitch"} else "one node"
 
 
-def _no_model(session, job: Job) -> tuple[str, str]:
+def _no_model(session: Session, job: Job) -> Reason:
     memory = model_memory(session)
     wanted = {canonical_model(m) for m in job.gpu_models}
     present = [m for m in memory if not wanted or m in wanted]
@@ -140,7 +160,7 @@ def _no_model(session, job: Job) -> tuple[str, str]:
             f"has {largest:g} GB")
 
 
-def _whole_reason(session, job: Job, models) -> tuple[str, str]:
+def _whole_reason(session: Session, job: Job, models: Models) -> Reason:
     count, members = job.gpus or 1, job.gang_size
     total = count * members
     best, other = _largest_free_group(session, job, models)
@@ -160,7 +180,7 @@ def _whole_reason(session, job: Job, models) -> tuple[str, str]:
             f"the largest free group is {best}")
 
 
-def _slice_reason(session, job: Job, models) -> tuple[str, str]:
+def _slice_reason(session: Session, job: Job, models: Models) -> Reason:
     slices = []
     for model in models:
         geometry = geometry_for(model)
@@ -177,13 +197,13 @@ def _slice_reason(session, job: Job, models) -> tuple[str, str]:
     return (WaitingReason.NO_SLICE, f"{what}; no such slice or share is free")
 
 
-def _in(session, at: float) -> str:
+def _in(session: Session, at: float) -> str:
     minutes = max(0, round((at - session.now) / 60))
     return "now" if minutes == 0 else f"in ~{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 \
         else f"in ~{minutes} min"
 
 
-def _reservation_text(session, job: Job, held) -> str:
+def _reservation_text(session: Session, job: Job, held: Reservation) -> str:
     nodes = held.nodes
     where = ", ".join(nodes[:4]) + (f" and {len(nodes) - 4} more" if len(nodes) > 4 else "")
     return (f"holds a reservation on {where} ({len(held.gpus)} GPUs) from {_in(session, held.at)}, "
@@ -191,7 +211,7 @@ def _reservation_text(session, job: Job, held) -> str:
             "before then may use them")
 
 
-def _held_note(session, job: Job, models) -> str:
+def _held_note(session: Session, job: Job, models: Models) -> str:
     """Free GPUs the job could use that reservations of its class or above hold, if any."""
     holders = {}
     for res in session.book.items:
@@ -210,7 +230,7 @@ CONSOLIDATION_TEXT = ("jobs are moving to free GPUs elsewhere to make room; it s
                       "are released")
 
 
-def diagnose(session, job: Job) -> tuple[str, str]:
+def diagnose(session: Session, job: Job) -> Reason:
     if job.id in session.reasons:
         return session.reasons[job.id]
     if job.id in session.consolidating:
@@ -240,7 +260,7 @@ def diagnose(session, job: Job) -> tuple[str, str]:
     return code, text
 
 
-def explain(session) -> dict[str, PendingInfo]:
+def explain(session: Session) -> dict[str, PendingInfo]:
     """PendingInfo for every job still waiting, keyed by job id."""
     from .actions.common import min_units, overall_key, team_key
     waiting = [j for j in session.snapshot.pending if j.id not in session.placed

@@ -54,5 +54,5 @@ class Features:
             # bool is an int in Python; a number where a flag belongs (or the reverse) is a mistake.
             if not isinstance(value, expected) or (isinstance(value, bool) and spec.type != "bool"):
                 raise ValueError(f"Features.{spec.name} is {value!r}; expected {spec.type}")
-            if spec.type != "bool" and value < 0:
+            if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
                 raise ValueError(f"Features.{spec.name} is {value!r}; expected a number >= 0")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -118,7 +119,8 @@ def normalise(name: str) -> str:
 @lru_cache(maxsize=1)
 def _tables() -> tuple[dict[str, MigGeometry], dict[str, str]]:
     data = json.loads(DATA_FILE.read_text())
-    geometries, aliases = {}, {}
+    geometries: dict[str, MigGeometry] = {}
+    aliases: dict[str, str] = {}
     for model, gpu in data["gpus"].items():
         geometries[model] = _geometry(model, gpu)
         names = [model, *gpu.get("also_applies_to", ()), *gpu.get("nvml_name_examples", ())]
@@ -189,9 +191,11 @@ def masks_allowing(geometry: MigGeometry, profile: MigProfile) -> tuple[int, ...
     return tuple(sorted(masks, key=lambda m: (-bin(m).count("1"), m)))
 
 
-def layout_errors(geometry: MigGeometry, layout) -> list[str]:
+def layout_errors(geometry: MigGeometry, layout: Sequence[tuple[str, int]]) -> list[str]:
     """Why a layout of (profile name, start) pairs is invalid; empty when it is valid."""
-    errors, used, compute, counts = [], 0, 0, {}
+    errors: list[str] = []
+    used, compute = 0, 0
+    counts: dict[str, int] = {}
     for name, start in layout:
         try:
             profile = geometry.resolve(name)

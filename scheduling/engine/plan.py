@@ -22,6 +22,10 @@ class Allocation:
     mig_profile: str | None
     mig_start: int | None
 
+    def __post_init__(self) -> None:
+        if (self.mig_profile is None) != (self.mig_start is None):
+            raise ValueError(f"a MIG allocation names both its profile and its start slot: {self}")
+
     @property
     def kind(self) -> str:
         if self.mig_profile is not None:

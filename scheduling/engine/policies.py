@@ -7,15 +7,14 @@ The live cycle runs the policy named by TESSERA_POLICY (tessera/settings.py, che
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
-from .actions import ACTIONS
+from .actions import ACTIONS, Action
 from .features import Features
 from .registry import Registry
 
 ALL_ACTIONS = ("allocate", "backfill", "reclaim", "preempt", "repartition")
-Action = Callable[..., None]  # takes the cycle's Session
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,12 +31,12 @@ class Policy:
         """The features and the actions to run, in order."""
         return self.features, [(name, ACTIONS.get(name)) for name in self.actions]
 
-    def with_features(self, **changes) -> Policy:
+    def with_features(self, **changes: Any) -> Policy:
         """The same policy with some features changed (experiments and tests)."""
         return replace(self, features=replace(self.features, **changes))
 
 
-POLICIES = Registry("policy")
+POLICIES: Registry[Policy] = Registry("policy")
 
 
 def register(policy: Policy) -> Policy:

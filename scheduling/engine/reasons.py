@@ -14,7 +14,8 @@ class _Coded(StrEnum):
 
     meaning: str
 
-    def __new__(cls, code: str, meaning: str) -> _Coded:
+    # `meaning` has a default only so that a lookup by code, `WaitingReason("no-slice")`, type-checks.
+    def __new__(cls, code: str, meaning: str = "") -> _Coded:
         member = str.__new__(cls, code)
         member._value_ = code
         member.meaning = meaning

@@ -3,22 +3,23 @@ name is refused, and an unknown name fails loudly with the names that do exist."
 
 from __future__ import annotations
 
+from typing import Generic, TypeVar
 
-class Registry:
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
     def __init__(self, kind: str):
         self.kind = kind
-        self._items: dict[str, object] = {}
+        self._items: dict[str, T] = {}
 
-    def register(self, name: str, item=None):
-        """Register `item` under `name`; without `item`, return a decorator."""
-        if item is None:
-            return lambda obj: self.register(name, obj)
+    def register(self, name: str, item: T) -> T:
         if name in self._items:
             raise ValueError(f"{self.kind} {name!r} is already registered")
         self._items[name] = item
         return item
 
-    def get(self, name: str):
+    def get(self, name: str) -> T:
         try:
             return self._items[name]
         except KeyError:

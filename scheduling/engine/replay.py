@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .plan import Plan
+from .plan import Plan, Repartition
 from .types import Gpu, MigInstance, Node, Running, Snapshot
 
 
@@ -29,13 +29,13 @@ def apply_plan(snapshot: Snapshot, plan: Plan, now: float | None = None) -> Snap
                    running=tuple(running), in_flight=())
 
 
-def _apply_layouts(nodes, plan: Plan, running, now: float) -> tuple[Node, ...]:
+def _apply_layouts(nodes: tuple[Node, ...], plan: Plan, running: list[Running], now: float) -> tuple[Node, ...]:
     """New MIG layouts: repartitions, plus instances created by binds; job ids mirrored."""
     layouts = {(r.node, r.gpu_index): r for r in plan.repartitions}
-    users = {}
+    users: dict[tuple[str, int], dict[int, tuple[str, str]]] = {}  # (node, GPU) -> start -> (profile, job)
     for run in running:
         for alloc in run.allocations:
-            if alloc.mig_profile is not None:
+            if alloc.mig_profile is not None and alloc.mig_start is not None:
                 per_gpu = users.setdefault((run.node, alloc.gpu_index), {})
                 per_gpu[alloc.mig_start] = (alloc.mig_profile, run.job.id)
     out = []
@@ -48,7 +48,7 @@ def _apply_layouts(nodes, plan: Plan, running, now: float) -> tuple[Node, ...]:
     return tuple(out)
 
 
-def _gpu_after(gpu: Gpu, change, users: dict, now: float) -> Gpu:
+def _gpu_after(gpu: Gpu, change: Repartition | None, users: dict[int, tuple[str, str]], now: float) -> Gpu:
     """`users`: {start: (profile, job id)} of the MIG instances in use on this GPU."""
     if change is None and not users and not gpu.mig_instances:
         return gpu

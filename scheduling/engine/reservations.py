@@ -10,8 +10,15 @@ placement index skips it without the placement code knowing about reservations.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .session import Session
+    from .state import GpuKey, GpuState, NodeState
+    from .types import Job
 
 
 @dataclass
@@ -20,7 +27,7 @@ class Reservation:
     team: str
     priority: int
     at: float
-    gpus: list = field(default_factory=list)  # GpuState objects
+    gpus: list[GpuState] = field(default_factory=list)
 
     @property
     def nodes(self) -> list[str]:
@@ -28,11 +35,11 @@ class Reservation:
 
 
 class Book:
-    def __init__(self, session):
+    def __init__(self, session: Session):
         self.session = session
         self.items: list[Reservation] = []
         self.by_holder: dict[str, Reservation] = {}
-        self.taken: set[tuple] = set()  # keys of GPUs some reservation holds
+        self.taken: set[GpuKey] = set()  # keys of GPUs some reservation holds
         self.masked: set[str] = set()  # holders whose GPUs are masked now
         self.level_at: float | None = None
 
@@ -68,7 +75,7 @@ class Book:
         return [r for r in self.items if r.holder in self.masked]
 
     @contextmanager
-    def seen_by(self, job, holder=None):
+    def seen_by(self, job: Job, holder: Job | None = None) -> Iterator[None]:
         """The reservations that bind `job` masked, as its placement must see them, except the
         one held by `holder` (default: the job itself), which it may use."""
         self.level(job.priority)
@@ -77,7 +84,7 @@ class Book:
             yield
 
     @contextmanager
-    def lifted(self, reservations):
+    def lifted(self, reservations: Iterable[Reservation]) -> Iterator[None]:
         """Unmask these reservations for one tentative placement."""
         lifted = [r for r in reservations if r.holder in self.masked]
         for res in lifted:
@@ -98,8 +105,8 @@ class Book:
         self.masked.discard(res.holder)
         self.session.releases += 1  # capacity came back: earlier no-fit answers are stale
 
-    def _set(self, res: Reservation, holder) -> None:
-        nodes = {}
+    def _set(self, res: Reservation, holder: str | None) -> None:
+        nodes: dict[str, NodeState] = {}
         for gpu in res.gpus:
             gpu.reserved = holder
             self.session.reindex_gpu(gpu)

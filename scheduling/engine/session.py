@@ -10,19 +10,27 @@ Indexes (kept current on every occupy/release, so no action scans every node per
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Hashable, Iterator
+from collections.abc import Set as AbstractSet
+from typing import TYPE_CHECKING, Any
 
 from .features import Features
 from .mig import canonical_model
-from .plan import Bind, Preempt, Repartition
-from .reasons import PreemptReason
+from .plan import Allocation, Bind, Preempt, Repartition
+from .reasons import PreemptReason, WaitingReason
 from .reservations import Book
-from .state import GpuState, Member, NodeState
+from .state import GpuKey, GpuState, Member, NodeState, Outer, Shape
 from .types import Job, Queue, Snapshot
 
-_NO_SHAPES: frozenset = frozenset()
+if TYPE_CHECKING:
+    from .explain import ModelSupply, ReleaseCurve
+
+_NO_SHAPES: frozenset[Shape] = frozenset()
+RequestShape = tuple[object, ...]  # what placement depends on (actions.common.request_shape)
+VictimKey = tuple[int, int, float, str]  # within quota, class, work lost, id: lowest first
 
 
-def _nested():
+def _by_level() -> defaultdict:
     return defaultdict(dict)
 
 
@@ -32,10 +40,10 @@ class Session:
         self.features = features
         self.seed = seed
         self.now = snapshot.now
-        self.whole: dict = defaultdict(_nested)
-        self.mig: dict = defaultdict(_nested)
-        self.idle: dict = defaultdict(dict)
-        self.share: dict = defaultdict(_nested)
+        self.whole: defaultdict[Outer, defaultdict[int, dict[str, NodeState]]] = defaultdict(_by_level)
+        self.mig: defaultdict[Outer, defaultdict[int, dict[GpuKey, GpuState]]] = defaultdict(_by_level)
+        self.idle: defaultdict[tuple[str, str, Shape], dict[GpuKey, GpuState]] = defaultdict(dict)
+        self.share: defaultdict[Outer, defaultdict[int, dict[GpuKey, GpuState]]] = defaultdict(_by_level)
         self.nodes: dict[str, NodeState] = {}
         self.members: dict[str, list[Member]] = defaultdict(list)
         self.usage: dict[str, float] = defaultdict(float)
@@ -47,14 +55,23 @@ class Session:
         self.preempting: set[str] = set()   # victims already asked to stop
         self.nominated: dict[str, int] = {}  # preemptor -> victims it waits for
         self.consolidating: set[str] = set()  # preemptors whose victims are only moving
-        self.reasons: dict[str, tuple[str, str]] = {}
+        self.reasons: dict[str, tuple[WaitingReason, str]] = {}  # job -> why it waits, decided by an action
         self.blocked_behind: dict[str, str] = {}  # unused since reservations; kept for callers
         self.book = Book(self)  # reservations for blocked jobs (EASY backfilling)
         self.placed: set[str] = set()
         self.jobs: dict[str, Job] = {j.id: j for j in snapshot.pending}
         self.max_gpus_per_node = max((len(n.gpus) for n in snapshot.nodes), default=0)
-        self.cache: dict = {}
         self.releases = 0  # bumps whenever capacity is given back (see actions.common)
+        # Worked out once per cycle, on first use, by the module named (what each depends on is
+        # fixed for the cycle, or keyed by `releases`).
+        self.deserved: dict[str, float] | None = None  # fair share per team (actions.common)
+        self.no_fit: dict[RequestShape, int] = {}  # request shape -> `releases` when it found no place
+        self.victim_keys: dict[str, VictimKey] = {}  # victim ranking per running job (actions.evict)
+        self.job_ends: dict[str, float] = {}  # expected end per running job (actions.reserve)
+        self.memory_by_model: dict[str, float] | None = None  # smallest GPU memory (placement.common)
+        self.allowed: dict[tuple[object, ...], tuple[str, ...]] = {}  # models per request (placement.common)
+        self.supply: dict[str, ModelSupply] | None = None  # free/total units and ends per model (explain)
+        self.release_curves: dict[tuple[str, ...], ReleaseCurve] = {}  # per model set (explain)
         self._load(snapshot)
 
     # --- building ---------------------------------------------------------------------------
@@ -80,10 +97,10 @@ class Session:
                 self.nominated[action.for_job_id] = self.nominated.get(action.for_job_id, 0) + 1
                 if action.reason == PreemptReason.CONSOLIDATE:
                     self.consolidating.add(action.for_job_id)
-        for node in self.nodes.values():
-            for gpu in node.gpus:
+        for state in self.nodes.values():
+            for gpu in state.gpus:
                 self.reindex_gpu(gpu)
-            self.reindex_node(node)
+            self.reindex_node(state)
 
     def _apply_in_flight_layouts(self, snapshot: Snapshot) -> None:
         for action in snapshot.in_flight:
@@ -114,7 +131,7 @@ class Session:
         """A team without a queue row has no guarantee, no burst limit and weight 1."""
         return self.queues.get(team) or Queue(team=team, guaranteed_gpus=0.0, burst_limit_gpus=None, weight=1.0)
 
-    def running_members(self):
+    def running_members(self) -> Iterator[Member]:
         for members in self.members.values():
             yield from members
 
@@ -160,11 +177,11 @@ class Session:
             del self.members[member.job_id]
         self.reindex_node(node)
 
-    def _take(self, gpu: GpuState, member: Member, alloc) -> None:
-        if alloc.mig_profile is not None:
+    def _take(self, gpu: GpuState, member: Member, alloc: Allocation) -> None:
+        if alloc.mig_profile is not None and alloc.mig_start is not None:
             inst = gpu.instances.get(alloc.mig_start)
             if inst is None:
-                gpu.add_instance(gpu.geometry.resolve(alloc.mig_profile), alloc.mig_start,
+                gpu.add_instance(gpu.mig_geometry.resolve(alloc.mig_profile), alloc.mig_start,
                                  created=member.new)
             gpu.set_user(alloc.mig_start, member.job_id)
         elif alloc.milli >= 1000:
@@ -174,8 +191,8 @@ class Session:
             gpu.milli_used += alloc.milli
             gpu.mem_used += alloc.memory_gb
 
-    def _give_back(self, gpu: GpuState, member: Member, alloc, undo: bool) -> None:
-        if alloc.mig_profile is not None:
+    def _give_back(self, gpu: GpuState, member: Member, alloc: Allocation, undo: bool) -> None:
+        if alloc.mig_profile is not None and alloc.mig_start is not None:
             inst = gpu.instances.get(alloc.mig_start)
             if inst is None:
                 return
@@ -192,7 +209,9 @@ class Session:
     # --- indexes ----------------------------------------------------------------------------
 
     @staticmethod
-    def _move(table: dict, keys: dict, name: str, new, item_key, item) -> None:
+    def _move(table: Any, keys: dict[str, Any], name: str, new: tuple[Any, int] | None, item_key: Hashable,
+              item: object) -> None:
+        """Move `item` in a two-level index from the bucket `keys[name]` names to `new`."""
         old = keys.get(name)
         if old == new:
             return
@@ -212,8 +231,9 @@ class Session:
     def reindex_gpu(self, gpu: GpuState) -> None:
         outer = gpu.outer
         usable = gpu.usable
-        mig = share = None
-        shapes = _NO_SHAPES
+        mig: tuple[Outer, int] | None = None
+        share: tuple[Outer, int] | None = None
+        shapes: AbstractSet[Shape] = _NO_SHAPES
         if gpu.mig_enabled:
             if usable:
                 mig = (outer, gpu.used_mask)

@@ -9,22 +9,23 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 from .plan import Bind, Preempt, Repartition
 from .reasons import PreemptReason
-from .types import Allocation, Gpu, Job, MigInstance, Node, Queue, Running, Snapshot
+from .types import Allocation, Gpu, InFlight, Job, MigInstance, Node, Queue, Running, Snapshot
 
 FORMAT = 1
 _IN_FLIGHT = {"bind": Bind, "preempt": Preempt, "repartition": Repartition}
 
 
-def snapshot_to_dict(snapshot: Snapshot) -> dict:
+def snapshot_to_dict(snapshot: Snapshot) -> dict[str, Any]:
     data = dataclasses.asdict(snapshot)
     data["in_flight"] = [dict(dataclasses.asdict(action), type=_kind(action)) for action in snapshot.in_flight]
     return {"format": FORMAT, "snapshot": data}
 
 
-def snapshot_from_dict(document: dict) -> Snapshot:
+def snapshot_from_dict(document: dict[str, Any]) -> Snapshot:
     if document.get("format") != FORMAT:
         raise ValueError(f"unknown snapshot format {document.get('format')!r}; expected {FORMAT}")
     data = document["snapshot"]
@@ -44,29 +45,29 @@ def snapshot_load(path: Path) -> Snapshot:
     return snapshot_from_dict(json.loads(Path(path).read_text()))
 
 
-def _kind(action) -> str:
+def _kind(action: InFlight) -> str:
     return next(name for name, cls in _IN_FLIGHT.items() if isinstance(action, cls))
 
 
-def _node(data: dict) -> Node:
+def _node(data: dict[str, Any]) -> Node:
     gpus = tuple(Gpu(**dict(g, mig_instances=tuple(MigInstance(**m) for m in g["mig_instances"])))
                  for g in data["gpus"])
     return Node(**dict(data, gpus=gpus))
 
 
-def _job(data: dict) -> Job:
+def _job(data: dict[str, Any]) -> Job:
     return Job(**dict(data, gpu_models=tuple(data["gpu_models"])))
 
 
-def _allocations(items) -> tuple[Allocation, ...]:
+def _allocations(items: list[dict[str, Any]]) -> tuple[Allocation, ...]:
     return tuple(Allocation(**a) for a in items)
 
 
-def _running(data: dict) -> Running:
+def _running(data: dict[str, Any]) -> Running:
     return Running(**dict(data, job=_job(data["job"]), allocations=_allocations(data["allocations"])))
 
 
-def _in_flight(data: dict):
+def _in_flight(data: dict[str, Any]) -> InFlight:
     fields = {k: v for k, v in data.items() if k != "type"}
     if data["type"] == "bind":
         fields["allocations"] = _allocations(fields["allocations"])

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from .mig import MigGeometry, MigProfile, geometry_for
 from .types import NODE_READY, Allocation, Gpu, Job, Node
+
+GpuKey = tuple[str, int]  # (node name, GPU index)
+Outer = tuple[str, str]  # (canonical GPU model, tier): the outer bucket of every free-capacity index
+Shape = tuple[int, int]  # a MIG profile's (compute slices, memory slices)
 
 
 class GpuState:
@@ -24,7 +31,7 @@ class GpuState:
         self.geometry = geometry if gpu.mig_capable else None
         self.memory_gb = gpu.memory_gb
         self.mig_enabled = gpu.mig_enabled and self.geometry is not None
-        self.instances: dict[int, list] = {}
+        self.instances: dict[int, list[Any]] = {}  # start -> [MigProfile, job id or None, created]
         self.used_mask = 0
         self.compute_used = 0
         self.whole_job: str | None = None
@@ -34,12 +41,12 @@ class GpuState:
         self.settling = False
         self.changed_at = gpu.layout_changed_at
         self.healthy = gpu.healthy
-        self.index_keys: dict[str, object] = {}
+        self.index_keys: dict[str, Any] = {}  # where the session's indexes file it (session._move)
         self.busy = 0  # MIG instances in use
         self.reserved: str | None = None  # holder of a reservation masking it (reservations.py)
         if self.mig_enabled:
             for inst in gpu.mig_instances:
-                self.add_instance(self.geometry.resolve(inst.profile), inst.start)
+                self.add_instance(self.mig_geometry.resolve(inst.profile), inst.start)
                 if inst.job_id is not None:  # held even if no running member says so
                     self.set_user(inst.start, inst.job_id)
 
@@ -54,13 +61,20 @@ class GpuState:
         self.used_mask &= ~profile.mask_at(start)
         self.compute_used -= profile.compute_slices
 
-    def set_layout(self, mig_enabled: bool, layout) -> None:
+    @property
+    def mig_geometry(self) -> MigGeometry:
+        """The MIG geometry of a GPU that has one (every GPU in MIG mode does)."""
+        if self.geometry is None:
+            raise ValueError(f"GPU {self.key} cannot do MIG")
+        return self.geometry
+
+    def set_layout(self, mig_enabled: bool, layout: tuple[tuple[str, int], ...]) -> None:
         self.instances.clear()
         self.used_mask = self.compute_used = self.busy = 0
         self.mig_enabled = mig_enabled and self.geometry is not None
         if self.mig_enabled:
             for name, start in layout:
-                self.add_instance(self.geometry.resolve(name), start)
+                self.add_instance(self.mig_geometry.resolve(name), start)
 
     def set_user(self, start: int, job_id: str | None) -> None:
         inst = self.instances[start]
@@ -88,7 +102,7 @@ class GpuState:
         return sum(1 for inst in self.instances.values() if inst[0] is profile)
 
     def can_create(self, profile: MigProfile) -> bool:
-        geometry = self.geometry
+        geometry = self.mig_geometry
         return (len(self.instances) < geometry.max_instances
                 and self.compute_used + profile.compute_slices <= geometry.compute_slices
                 and self.count_profile(profile) < profile.max_instances)
@@ -96,7 +110,7 @@ class GpuState:
     def units(self, allocation: Allocation) -> float:
         """GPU units an allocation counts for in quotas (MIG: compute slices / 7 or / 4)."""
         if allocation.mig_profile is not None:
-            return _mig_units(self.geometry, allocation.mig_profile)
+            return _mig_units(self.mig_geometry, allocation.mig_profile)
         milli = allocation.milli
         return 1.0 if milli >= 1000 else milli / 1000
 
@@ -127,7 +141,7 @@ class NodeState:
         self.ready = node.state == NODE_READY
         geometry = geometry_for(model)
         self.gpus = [GpuState(self, gpu, geometry) for gpu in node.gpus]
-        self.index_keys: dict[str, object] = {}
+        self.index_keys: dict[str, Any] = {}
 
     def fits_host(self, job: Job, members: int = 1) -> bool:
         return (self.free_cpu >= job.cpu_cores * members - 1e-9
@@ -147,8 +161,8 @@ class Member:
     __slots__ = ("job_id", "team", "job", "node", "allocations", "borrowed", "started_at",
                  "member", "new", "units")
 
-    def __init__(self, job_id, team, job, node, allocations, borrowed, started_at, member,
-                 new=False):
+    def __init__(self, job_id: str, team: str, job: Job | None, node: str, allocations: Iterable[Allocation],
+                 borrowed: bool, started_at: float, member: int, new: bool = False):
         self.job_id = job_id
         self.team = team
         self.job: Job | None = job
@@ -159,3 +173,11 @@ class Member:
         self.member = member
         self.new = new
         self.units = 0.0
+
+    @property
+    def known_job(self) -> Job:
+        """The job, for a member the snapshot describes (running, or placed this cycle); only an
+        in-flight bind of a job no longer pending has none, and nothing may stop or move it."""
+        if self.job is None:
+            raise ValueError(f"job {self.job_id} is bound in flight but not in the snapshot")
+        return self.job

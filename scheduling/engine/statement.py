@@ -7,19 +7,26 @@ half-placed gang is discarded whole and holds nothing.
 
 from __future__ import annotations
 
-from .plan import Bind
+from collections.abc import Callable, Iterable
+from functools import partial
+from typing import TYPE_CHECKING
+
+from .plan import Allocation, Bind
 from .state import Member, NodeState
 from .types import Job
 
+if TYPE_CHECKING:
+    from .session import Session
+
 
 class Statement:
-    def __init__(self, session):
+    def __init__(self, session: Session):
         self.session = session
         self.allocated: list[Member] = []
         self.evicted: list[Member] = []
-        self._undo: list = []
+        self._undo: list[Callable[[], None]] = []
 
-    def allocate(self, job: Job, member: int, node: NodeState, allocations) -> Member:
+    def allocate(self, job: Job, member: int, node: NodeState, allocations: Iterable[Allocation]) -> Member:
         placed = Member(job.id, job.team, job, node.name, allocations, False,
                         self.session.now, member, new=True)
         self.session.occupy(placed)
@@ -33,7 +40,7 @@ class Statement:
         for member in members:
             self.session.release(member)
             self.evicted.append(member)
-            self._undo.append(lambda m=member: self.session.occupy(m))
+            self._undo.append(partial(self.session.occupy, member))
         return members
 
     @property

@@ -4,6 +4,9 @@ repartition."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from ..registry import Registry
 from .allocate import allocate
 from .backfill import backfill
@@ -11,7 +14,11 @@ from .consolidate import consolidate
 from .evict import preempt, reclaim
 from .repartition import repartition
 
-ACTIONS = Registry("action")
+if TYPE_CHECKING:
+    from ..session import Session
+
+Action = Callable[["Session"], None]
+ACTIONS: Registry[Action] = Registry("action")
 ACTIONS.register("allocate", allocate)
 ACTIONS.register("backfill", backfill)
 ACTIONS.register("reclaim", reclaim)

@@ -8,12 +8,18 @@ instead (reserve.py), and later jobs of its class or below may start anywhere el
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..reasons import WaitingReason
 from .common import NO_FIT, OVER_QUOTA, PLACED, ordered, try_place
 from .reserve import reserve_for, reserve_heads
 
+if TYPE_CHECKING:
+    from ..session import Session
+    from ..types import Job
 
-def allocate(session) -> None:
+
+def allocate(session: Session) -> None:
     reserving = session.features.reserve
     if reserving:
         reserve_heads(session)
@@ -33,7 +39,7 @@ def allocate(session) -> None:
             session.reasons.pop(job.id, None)  # what it lacks now is room, not its share
 
 
-def place(session, job, allow_borrow: bool, fair: bool = True) -> str:
+def place(session: Session, job: Job, allow_borrow: bool, fair: bool = True) -> str:
     """try_place under the reservations that bind the job; a holder may use its own GPUs, and
     drops its reservation once placed. A job that does not fit may reserve."""
     if not session.features.reserve:

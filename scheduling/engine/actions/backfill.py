@@ -4,10 +4,15 @@ was already open to every job in allocate."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .common import PLACED, ordered, request_shape, try_place
 
+if TYPE_CHECKING:
+    from ..session import Session
 
-def backfill(session) -> None:
+
+def backfill(session: Session) -> None:
     book = session.book
     if not (session.features.reserve and book):
         return

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from ..fairshare import TeamDemand, deserved_shares
 from ..memory import share_milli, smallest_profile
@@ -13,19 +15,24 @@ from ..statement import Statement
 from ..types import Job
 from ..wording import gpus
 
+if TYPE_CHECKING:
+    from ..explain import Reason
+    from ..session import RequestShape, Session
+
+
 PLACED, OVER_QUOTA, DENIED, NO_FIT = "placed", "over-quota", "denied", "no-fit"
 
 
-def team_key(job: Job):
+def team_key(job: Job) -> tuple[int, int, float, str]:
     """A team lead's order: class first, then the lead's order, then submission."""
     return (-job.priority, job.queue_order, job.submitted_at, job.id)
 
 
-def overall_key(job: Job):
+def overall_key(job: Job) -> tuple[int, float, str]:
     return (-job.priority, job.submitted_at, job.id)
 
 
-def ordered(session, jobs):
+def ordered(session: Session, jobs: Iterable[Job]) -> Iterator[Job]:
     """Jobs in scheduling order. With fair share, teams take turns by weighted usage (the
     least served team first) among heads of equal class, each team's line in its lead's order
     when the policy has `team_order` (else class-then-FIFO); without fair share plain
@@ -46,12 +53,12 @@ def ordered(session, jobs):
             heapq.heappush(heap, _entry(session, team, queues[team][-1]))
 
 
-def _entry(session, team: str, head: Job):
+def _entry(session: Session, team: str, head: Job) -> tuple[int, float, str]:
     weight = max(session.queue(team).weight, 1e-9)
     return (-head.priority, session.usage.get(team, 0.0) / weight, team)
 
 
-def min_units(session, job: Job) -> float:
+def min_units(session: Session, job: Job) -> float:
     """The fewest GPU units the job can count for (the exact figure is known once placed)."""
     if as_whole(session, job):
         return float((job.gpus or 1) * job.gang_size)
@@ -69,9 +76,9 @@ def min_units(session, job: Job) -> float:
     return best * job.gang_size
 
 
-def deserved(session) -> dict[str, float]:
+def deserved(session: Session) -> dict[str, float]:
     """Fair share of each team this cycle (computed once)."""
-    if "deserved" not in session.cache:
+    if session.deserved is None:
         demand: dict[str, float] = dict(session.usage)
         for job in session.waiting():
             demand[job.team] = demand.get(job.team, 0.0) + min_units(session, job)
@@ -82,17 +89,17 @@ def deserved(session) -> dict[str, float]:
             q = session.queue(team)
             teams[team] = TeamDemand(q.guaranteed_gpus, q.burst_limit_gpus, q.weight,
                                      demand.get(team, 0.0))
-        session.cache["deserved"] = deserved_shares(capacity, teams)
-    return session.cache["deserved"]
+        session.deserved = deserved_shares(capacity, teams)
+    return session.deserved
 
 
-def within_guarantee(session, job: Job, units: float) -> bool:
+def within_guarantee(session: Session, job: Job, units: float) -> bool:
     return session.usage.get(job.team, 0.0) + units <= session.queue(job.team).guaranteed_gpus \
         + 1e-9
 
 
-def burst_refusal(session, job: Job, units: float, used: float | None = None,
-                  fair: bool = True) -> tuple[str, str] | None:
+def burst_refusal(session: Session, job: Job, units: float, used: float | None = None,
+                  fair: bool = True) -> Reason | None:
     """Why a job may not borrow `units` beyond its guarantee while its team holds `used`
     (default: what it holds now); None if it may."""
     q = session.queue(job.team)
@@ -112,7 +119,7 @@ def burst_refusal(session, job: Job, units: float, used: float | None = None,
     return None
 
 
-def request_shape(job: Job) -> tuple:
+def request_shape(job: Job) -> RequestShape:
     """What placement depends on: jobs with the same shape fit in the same places. Taking
     capacity never makes room, so a shape that failed fails again until something is freed."""
     return (job.gpu_models, job.gpus, job.gang_size, job.gpu_memory_gb, job.gpu_milli,
@@ -120,7 +127,7 @@ def request_shape(job: Job) -> tuple:
             job.kind)
 
 
-def try_place(session, job: Job, allow_borrow: bool, fair: bool = True) -> str:
+def try_place(session: Session, job: Job, allow_borrow: bool, fair: bool = True) -> str:
     """Place a job whole and commit it, honouring quotas. Returns PLACED, OVER_QUOTA (needs
     to borrow but may not yet), DENIED (burst refused; reason recorded) or NO_FIT. `fair`
     False: only the hard burst limit bounds borrowing (lending what is left idle)."""
@@ -136,7 +143,7 @@ def try_place(session, job: Job, allow_borrow: bool, fair: bool = True) -> str:
             return DENIED
     used_before = session.usage.get(job.team, 0.0)
     shape = request_shape(job)
-    failed = session.cache.setdefault("no-fit", {})
+    failed = session.no_fit
     if failed.get(shape) == session.releases:
         return NO_FIT  # the same request failed and nothing was freed since
     stmt = Statement(session)

@@ -16,7 +16,9 @@ so the waiting job's reservation lands on them and the movers on the gaps they f
 from __future__ import annotations
 
 import math
-from contextlib import nullcontext
+from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any
 
 from ..placement import as_whole, place_job
 from ..reasons import PreemptReason
@@ -33,14 +35,20 @@ from .evict import (
 )
 from .gang_victims import gang_nodes, gang_victims, per_node_gpus
 
+if TYPE_CHECKING:
+    from ..session import RequestShape, Session
+    from ..state import Member
+    from ..types import Job
+
+
 RESTART_S = 120.0  # what a move costs a job beyond its lost work: save, stop, restore
 
 
-def consolidate(session) -> None:
+def consolidate(session: Session) -> None:
     attempts = session.features.consolidate_attempts
     settled = session.now - session.features.min_runtime_s
     movable = [m for m in stoppable_runners(session) if _movable(session, m, settled)]
-    failed: set = set()
+    failed: set[RequestShape] = set()
     for job in ordered(session, undecided_waiting(session)):
         if attempts <= 0 or not movable:
             return
@@ -48,7 +56,7 @@ def consolidate(session) -> None:
         if key in failed or not as_whole(session, job) or not _admitted(session, job) \
                 or _starts_soon(session, job):
             continue
-        pool = [m for m in movable if m.job.priority <= job.priority]
+        pool = [m for m in movable if m.known_job.priority <= job.priority]
         if not pool:
             continue
         attempts -= 1
@@ -60,14 +68,14 @@ def consolidate(session) -> None:
         movable = [m for m in movable if m.job_id not in session.preempting]
 
 
-def _movable(session, member, settled: float) -> bool:
-    job = member.job
+def _movable(session: Session, member: Member, settled: float) -> bool:
+    job = member.known_job
     nodes = {m.node for m in session.members[member.job_id]}
     return (job.preemptible and not job.production and job.checkpoints and len(nodes) == 1
             and member.job_id not in session.preempting and member.started_at <= settled)
 
 
-def _admitted(session, job) -> bool:
+def _admitted(session: Session, job: Job) -> bool:
     """Its team may hold it: within the guarantee, or under the hard burst limit (idle GPUs
     are lent beyond the fair share, as allocate's last pass does)."""
     if not session.features.quota:
@@ -77,13 +85,13 @@ def _admitted(session, job) -> bool:
         burst_refusal(session, job, units, fair=False) is None
 
 
-def _starts_soon(session, job) -> bool:
+def _starts_soon(session: Session, job: Job) -> bool:
     own = session.book.by_holder.get(job.id)
     at = own.at if own is not None else math.inf
     return at - session.now <= session.features.consolidate_after_s
 
 
-def _moves_for(session, job, pool) -> list[str] | None:
+def _moves_for(session: Session, job: Job, pool: list[Member]) -> list[str] | None:
     """Jobs whose move makes room for `job` and that all fit again elsewhere once it has its
     place, the cheapest to move first (GPU-seconds of work lost since their checkpoint plus a
     restart); else None. A gang over several nodes takes the k nodes cheapest to empty."""
@@ -91,16 +99,16 @@ def _moves_for(session, job, pool) -> list[str] | None:
     with _levelled(session, job):
         by_node = victims_by_node(session, job, pool)
         if gang_nodes(session, job) > 1:
-            options = [gang_victims(session, job, by_node, cost, _total)]
+            options: list[list[str] | None] = [gang_victims(session, job, by_node, cost, _total)]
         else:
-            options = _one_node_options(session, job, by_node, cost)
+            options = list(_one_node_options(session, job, by_node, cost))
     for movers in options:
         if movers and _all_refit(session, job, movers):
             return movers
     return None
 
 
-def _move_costs(session, pool) -> dict[str, float]:
+def _move_costs(session: Session, pool: list[Member]) -> dict[str, float]:
     costs = {}
     for first in pool:
         units = sum(m.units for m in session.members[first.job_id])
@@ -108,16 +116,17 @@ def _move_costs(session, pool) -> dict[str, float]:
     return costs
 
 
-def _total(cost, chosen) -> tuple:
+def _total(cost: Mapping[str, Any], chosen: list[str]) -> tuple[float, int]:
     return (sum(cost[v] for v in chosen), len(chosen))
 
 
-def _one_node_options(session, job, by_node, cost) -> list[list[str]]:
+def _one_node_options(session: Session, job: Job, by_node: dict[str, set[str]],
+                      cost: dict[str, float]) -> list[list[str] | None]:
     """Mover sets on the NODE_TRIES nodes that look cheapest (fewest GPUs still to free, then
     the cheapest movers there), cheapest set first."""
     need = per_node_gpus(session, job)
 
-    def looks(name):
+    def looks(name: str) -> tuple[int, float, str]:
         short = need - len(session.nodes[name].free_whole())
         return (short, sum(cost[v] for v in by_node[name]), name)
 
@@ -131,10 +140,10 @@ def _one_node_options(session, job, by_node, cost) -> list[list[str]]:
     return [o[2] for o in options]
 
 
-def _all_refit(session, job, movers) -> bool:
+def _all_refit(session: Session, job: Job, movers: list[str]) -> bool:
     stmt = Statement(session)
     try:
-        evicted = {mover: stmt.evict(mover)[0].job for mover in movers}
+        evicted = {mover: stmt.evict(mover)[0].known_job for mover in movers}
         with _levelled(session, job):
             if not place_job(session, job, stmt):
                 return False
@@ -147,11 +156,11 @@ def _all_refit(session, job, movers) -> bool:
         stmt.discard()
 
 
-def _units(job) -> float:
+def _units(job: Job) -> float:
     return (job.gpus or job.gpu_milli / 1000) * job.gang_size
 
 
-def _levelled(session, job, holder=None):
+def _levelled(session: Session, job: Job, holder: Job | None = None) -> AbstractContextManager[None]:
     """The reservations as allocate would show them to `job`. Once the waiting job is placed
     its reservation is gone, so the movers placed after it pass `holder` to use it too."""
     return session.book.seen_by(job, holder) if session.features.reserve else nullcontext()

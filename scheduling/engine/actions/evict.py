@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import defaultdict
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from ..placement import allowed_models, as_whole
 from ..plan import Preempt
@@ -18,20 +20,29 @@ from ..reasons import PreemptReason, WaitingReason
 from .common import burst_refusal, min_units, ordered, request_shape, within_guarantee
 from .gang_victims import fits_now, freeable_gpus, gang_nodes, gang_victims, per_node_gpus, shortest_prefix
 
+if TYPE_CHECKING:
+    from ..session import RequestShape, Session, VictimKey
+    from ..state import Member
+    from ..types import Job
+
+# Whether a running job may be stopped for a waiting one (the waiting job within its guarantee).
+Eligible = Callable[["Member", "Job", bool], bool]
+
+
 NODE_TRIES = 12
 
 
-def reclaim(session) -> None:
-    def eligible(member, job, _within):
-        victim = member.job
+def reclaim(session: Session) -> None:
+    def eligible(member: Member, job: Job, _within: bool) -> bool:
+        victim = member.known_job
         return (member.borrowed and victim.team != job.team and victim.preemptible
                 and (job.production or not victim.production))
     _evict_for(session, eligible, PreemptReason.RECLAIM, need_guarantee=True)
 
 
-def preempt(session) -> None:
-    def eligible(member, job, within):
-        victim = member.job
+def preempt(session: Session) -> None:
+    def eligible(member: Member, job: Job, within: bool) -> bool:
+        victim = member.known_job
         if not victim.preemptible or victim.priority >= job.priority:
             return False
         if victim.team == job.team or member.borrowed:
@@ -40,13 +51,13 @@ def preempt(session) -> None:
     _evict_for(session, eligible, PreemptReason.PREEMPT, need_guarantee=False)
 
 
-def _evict_for(session, eligible, reason: str, need_guarantee: bool) -> None:
+def _evict_for(session: Session, eligible: Eligible, reason: PreemptReason, need_guarantee: bool) -> None:
     attempts = session.features.preempt_attempts
     runners = stoppable_runners(session)
     if not runners:
         return
-    priorities = [m.job.priority for m in runners]  # runners are sorted by class
-    failed: set = set()  # request shapes that found no victims this cycle
+    priorities = [m.known_job.priority for m in runners]  # runners are sorted by class
+    failed: set[tuple[RequestShape, str, int]] = set()  # request shapes that found no victims this cycle
     settled = session.now - session.features.min_runtime_s
     for job in ordered(session, undecided_waiting(session)):
         if attempts <= 0:
@@ -77,7 +88,7 @@ def _evict_for(session, eligible, reason: str, need_guarantee: bool) -> None:
             failed.add(key)
 
 
-def _victims_under_reservations(session, job, pool):
+def _victims_under_reservations(session: Session, job: Job, pool: list[Member]) -> list[str] | None:
     """Victims are sought where the job may go: not on GPUs reserved for a job of its class or
     above, except its own reservation."""
     if not session.features.reserve:
@@ -86,7 +97,7 @@ def _victims_under_reservations(session, job, pool):
         return find_victims(session, job, pool)
 
 
-def stoppable_runners(session):
+def stoppable_runners(session: Session) -> list[Member]:
     """First member of every running job the engine may stop (not ones placed this cycle),
     lowest class first."""
     firsts = []
@@ -94,22 +105,22 @@ def stoppable_runners(session):
         members = session.members[job_id]
         if members[0].job is not None and not any(m.new for m in members):
             firsts.append(members[0])
-    firsts.sort(key=lambda m: m.job.priority)
+    firsts.sort(key=lambda m: m.known_job.priority)
     return firsts
 
 
-def undecided_waiting(session):
+def undecided_waiting(session: Session) -> list[Job]:
     """Waiting jobs no earlier action has explained or found victims for."""
     return [j for j in session.waiting()
             if j.id not in session.reasons and j.id not in session.blocked_behind
             and j.id not in session.nominated]
 
 
-def victim_key(session, member):
-    keys = session.cache.setdefault("victim-keys", {})  # fixed for the cycle: now, members
+def victim_key(session: Session, member: Member) -> VictimKey:
+    keys = session.victim_keys  # fixed for the cycle: now, members
     key = keys.get(member.job_id)
     if key is None:
-        job = member.job
+        job = member.known_job
         since = member.started_at
         if job.checkpoints and job.last_checkpoint_at is not None:
             since = max(since, job.last_checkpoint_at)
@@ -118,7 +129,7 @@ def victim_key(session, member):
     return key
 
 
-def _cost(keys, chosen) -> tuple:
+def _cost(keys: Mapping[str, VictimKey], chosen: list[str]) -> tuple[int, int, float, int]:
     """A victim set's cost: within-quota victims, highest class, work lost, how many."""
     if not chosen:
         return (0, 0, 0.0, 0)
@@ -126,7 +137,7 @@ def _cost(keys, chosen) -> tuple:
             sum(keys[v][2] for v in chosen), len(chosen))
 
 
-def find_victims(session, job, pool) -> list[str] | None:
+def find_victims(session: Session, job: Job, pool: list[Member]) -> list[str] | None:
     """The cheapest set of victims after which `job` fits: on one node, or over the k
     cheapest nodes for a gang that needs k nodes; else None."""
     keys = {m.job_id: victim_key(session, m) for m in pool}
@@ -136,7 +147,7 @@ def find_victims(session, job, pool) -> list[str] | None:
     nodes = sorted(by_node, key=lambda n: (min(keys[v] for v in by_node[n]), n))
     best = None
     for node in nodes[:NODE_TRIES]:
-        chosen = victims_on(session, job, sorted(by_node[node], key=keys.get))
+        chosen = victims_on(session, job, sorted(by_node[node], key=keys.__getitem__))
         if chosen is not None:
             cost = _cost(keys, chosen)
             if best is None or cost < best[0]:
@@ -144,7 +155,7 @@ def find_victims(session, job, pool) -> list[str] | None:
     return best[1] if best else None
 
 
-def victims_by_node(session, job, pool) -> dict[str, set]:
+def victims_by_node(session: Session, job: Job, pool: list[Member]) -> dict[str, set[str]]:
     """Victims per node of an allowed model, leaving out nodes where even stopping all of
     them frees too few whole GPUs for a whole-GPU job (the probe would only fail there)."""
     models = set(allowed_models(session, job))
@@ -159,7 +170,7 @@ def victims_by_node(session, job, pool) -> dict[str, set]:
     return {n: v for n, v in by_node.items() if freeable_gpus(session.nodes[n], v) >= need}
 
 
-def victims_on(session, job, ordered_victims) -> list[str] | None:
+def victims_on(session: Session, job: Job, ordered_victims: list[str]) -> list[str] | None:
     """The shortest prefix of these victims (best first) after which `job` fits, or None."""
     return shortest_prefix(session, ordered_victims, lambda: fits_now(session, job))
 
@@ -169,7 +180,7 @@ WAITING = {PreemptReason.CONSOLIDATE: (WaitingReason.WAITING_FOR_CONSOLIDATION, 
 STOPPING = (WaitingReason.WAITING_FOR_PREEMPTION, "asked to stop")
 
 
-def nominate(session, job, victims, reason: str) -> None:
+def nominate(session: Session, job: Job, victims: list[str], reason: PreemptReason) -> None:
     for victim in victims:
         session.preemptions.append(Preempt(job_id=victim, for_job_id=job.id, reason=reason))
         session.preempting.add(victim)

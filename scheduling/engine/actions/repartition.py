@@ -13,32 +13,54 @@ new layout is confirmed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 from ..memory import smallest_profile
 from ..mig import geometry_for, start_choices
 from ..placement import allowed_models, as_whole, search_order
 from ..plan import Repartition
 from .common import burst_refusal, min_units, ordered, request_shape
 
+if TYPE_CHECKING:
+    from ..mig import MigProfile
+    from ..session import RequestShape, Session
+    from ..state import GpuKey, GpuState, NodeState, Outer, Shape
+    from ..types import Job
+
+Layout = list[tuple[str, int]]  # (profile name, start slot) of each MIG instance
+
+
+@dataclass
+class _Planned:
+    """The layout planned for one GPU this cycle, and the memory slices it occupies."""
+
+    gpu: GpuState
+    mig_enabled: bool
+    layout: Layout
+    mask: int
+
 
 class _Planner:
-    def __init__(self, session):
+    def __init__(self, session: Session):
         self.session = session
         self.min_age = session.features.layout_min_age_s
         self.budget = session.features.max_repartitions_per_cycle
-        self.planned: dict[tuple, list] = {}  # gpu key -> [gpu, mig_enabled, layout, mask]
-        self.open: dict[tuple, list] = {}  # (model, tier) -> planned MIG entries, in plan order
-        self.full: dict[tuple, set] = {}  # profile shape -> planned GPUs it no longer fits
+        self.planned: dict[GpuKey, _Planned] = {}
+        self.open: dict[Outer, list[_Planned]] = {}  # planned MIG layouts per (model, tier), in plan order
+        self.full: dict[Shape, set[GpuKey]] = {}  # profile shape -> planned GPUs it no longer fits
         self.spent: set[str] = set()  # nodes whose whole-free GPUs are all planned already
         self.awaited = _awaited_slots(session)  # (model, tier) -> idle slots of in-flight layouts
 
-    def aged(self, gpu) -> bool:
+    def aged(self, gpu: GpuState) -> bool:
         return (gpu.geometry is not None and gpu.key not in self.planned and gpu.usable and
                 (gpu.changed_at is None or self.session.now - gpu.changed_at >= self.min_age))
 
-    def for_slice(self, job) -> bool:
+    def for_slice(self, job: Job) -> bool:
         for tier, model in search_order(self.session, job, allowed_models(self.session, job)):
             geometry = geometry_for(model)
-            profile = geometry and smallest_profile(geometry, job.gpu_memory_gb)
+            profile = smallest_profile(geometry, job.gpu_memory_gb) if geometry is not None else None
             if profile and (self._awaits_settling(model, tier, job)
                             or self._into_planned(model, tier, profile)
                             or self._reshape(model, tier, profile, job)
@@ -46,7 +68,7 @@ class _Planner:
                 return True
         return False
 
-    def _awaits_settling(self, model, tier, job) -> bool:
+    def _awaits_settling(self, model: str, tier: str, job: Job) -> bool:
         """An earlier cycle's repartition, not confirmed yet, already made a slice that holds the
         job: it waits for that one instead of asking for another (which would repartition a GPU
         per cycle for as long as the first one settles)."""
@@ -57,23 +79,23 @@ class _Planner:
                 return True
         return False
 
-    def _into_planned(self, model, tier, profile) -> bool:
+    def _into_planned(self, model: str, tier: str, profile: MigProfile) -> bool:
         # A planned layout only grows within a cycle, so a GPU a shape did not fit stays full.
         full = self.full.setdefault(profile.shape, set())
         for entry in self.open.get((model, tier), ()):
-            gpu, _, layout, mask = entry
+            gpu, layout, mask = entry.gpu, entry.layout, entry.mask
             if gpu.key in full:
                 continue
             if self._fits_layout(gpu, layout, mask, profile):
-                starts = start_choices(gpu.geometry, mask, profile)
+                starts = start_choices(gpu.mig_geometry, mask, profile)
                 self._plan(gpu, True, layout + [(profile.name, starts[0])])
                 return True
             full.add(gpu.key)
         return False
 
     @staticmethod
-    def _fits_layout(gpu, layout, mask, profile) -> bool:
-        geometry = gpu.geometry
+    def _fits_layout(gpu: GpuState, layout: Layout, mask: int, profile: MigProfile) -> bool:
+        geometry = gpu.mig_geometry
         names = [geometry.resolve(n) for n, _ in layout]
         return (bool(start_choices(geometry, mask, profile))
                 and len(layout) < geometry.max_instances
@@ -81,7 +103,7 @@ class _Planner:
                 and sum(p.compute_slices for p in names) + profile.compute_slices
                 <= geometry.compute_slices)
 
-    def _reshape(self, model, tier, profile, job) -> bool:
+    def _reshape(self, model: str, tier: str, profile: MigProfile, job: Job) -> bool:
         """Drop idle instances of a MIG GPU that block the profile; keep the busy ones."""
         for buckets in self.session.mig.get((model, tier), {}).values():
             for gpu in buckets.values():
@@ -93,28 +115,28 @@ class _Planner:
                 busy_mask = 0
                 for p, s in busy:
                     busy_mask |= p.mask_at(s)
-                starts = start_choices(gpu.geometry, busy_mask, profile)
+                starts = start_choices(gpu.mig_geometry, busy_mask, profile)
                 if starts and len(busy) < len(gpu.instances):
                     layout = [(p.name, s) for p, s in busy] + [(profile.name, starts[0])]
                     self._plan(gpu, True, layout, capped=bool(busy))
                     return True
         return False
 
-    def _whole_to_mig(self, model, tier, profile, job) -> bool:
-        buckets = self.session.whole.get((model, tier), {})
+    def _whole_to_mig(self, model: str, tier: str, profile: MigProfile, job: Job) -> bool:
+        buckets: Mapping[int, dict[str, NodeState]] = self.session.whole.get((model, tier), {})
         for level in sorted(buckets):  # fullest node first: keep empty nodes for gangs
             for node in buckets[level].values():
                 if node.name in self.spent or not node.fits_host(job):
                     continue
                 for gpu in node.gpus:
                     if gpu.whole_free and self.aged(gpu):
-                        start = start_choices(gpu.geometry, 0, profile)[0]
+                        start = start_choices(gpu.mig_geometry, 0, profile)[0]
                         self._plan(gpu, True, [(profile.name, start)])
                         return True
                 self.spent.add(node.name)
         return False
 
-    def for_whole(self, job) -> bool:
+    def for_whole(self, job: Job) -> bool:
         """Turn fully idle MIG GPUs of one node back to whole GPUs for a one-node job."""
         count = (job.gpus or 1) * job.gang_size
         if count > self.session.max_gpus_per_node:
@@ -131,44 +153,45 @@ class _Planner:
                     return True
         return False
 
-    def _nodes(self, model, tier):
-        seen = {}
+    def _nodes(self, model: str, tier: str) -> list[NodeState]:
+        seen: dict[str, NodeState] = {}
         for buckets in self.session.mig.get((model, tier), {}).values():
             for gpu in buckets.values():
                 seen.setdefault(gpu.node.name, gpu.node)
         return [seen[name] for name in sorted(seen)]
 
-    def _plan(self, gpu, enabled: bool, layout, capped: bool = False) -> None:
+    def _plan(self, gpu: GpuState, enabled: bool, layout: Layout, capped: bool = False) -> None:
         """`capped`: the GPU still runs work, so this counts against the per-cycle budget."""
         mask = 0
         for name, start in layout:
-            mask |= gpu.geometry.resolve(name).mask_at(start)
+            mask |= gpu.mig_geometry.resolve(name).mask_at(start)
         entry = self.planned.get(gpu.key)
         if entry is None:
             self.budget -= capped
-            entry = self.planned[gpu.key] = [gpu, enabled, layout, mask]
+            entry = self.planned[gpu.key] = _Planned(gpu, enabled, layout, mask)
             if enabled:
                 self.open.setdefault((gpu.node.model, gpu.node.tier), []).append(entry)
-        entry[1:] = [enabled, layout, mask]
+        entry.mig_enabled, entry.layout, entry.mask = enabled, layout, mask
 
     def emit(self) -> None:
-        for gpu, enabled, layout, _ in self.planned.values():
+        for entry in self.planned.values():
+            gpu = entry.gpu
             self.session.repartitions.append(Repartition(
-                node=gpu.node.name, gpu_index=gpu.index, mig_enabled=enabled,
-                layout=tuple(layout)))
+                node=gpu.node.name, gpu_index=gpu.index, mig_enabled=entry.mig_enabled,
+                layout=tuple(entry.layout)))
             gpu.settling = True
             self.session.reindex_gpu(gpu)
             self.session.reindex_node(gpu.node)
 
 
-def repartition(session) -> None:
+def repartition(session: Session) -> None:
     if not session.features.mig:
         return
     planner = _Planner(session)
     # Attempts bound the work spent on jobs no repartition helps; a request shape that found
     # nothing finds nothing again this cycle (planning only takes capacity).
     attempts = session.features.repartition_attempts
-    failed: set = set()
+    failed: set[RequestShape] = set()
     heads: set[str] = set()  # team-order heads helped, so the jobs behind them may start too
     planned_units: dict[str, float] = {}
     waiting = [j for j in session.waiting() if j.id not in session.nominated
@@ -194,9 +217,9 @@ def repartition(session) -> None:
     planner.emit()
 
 
-def _awaited_slots(session) -> dict[tuple, list[float]]:
+def _awaited_slots(session: Session) -> dict[Outer, list[float]]:
     """Memory of each idle MIG instance on GPUs whose in-flight layout is still settling."""
-    slots: dict[tuple, list[float]] = {}
+    slots: dict[Outer, list[float]] = {}
     for node in session.nodes.values():
         for gpu in node.gpus:
             if gpu.settling and gpu.mig_enabled:
@@ -205,7 +228,7 @@ def _awaited_slots(session) -> dict[tuple, list[float]]:
     return slots
 
 
-def _admitted(session, job, planned_units) -> bool:
+def _admitted(session: Session, job: Job, planned_units: dict[str, float]) -> bool:
     """Would the job be let in once its layout is ready, counting what was planned for its
     team this cycle? A repartition for a job the quota refuses only idles GPUs."""
     if not session.features.quota:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
 from ..placement import allowed_models, as_whole, host_capacity, whole_candidates
 from ..reservations import Reservation
@@ -17,10 +18,18 @@ from ..tiers import tier_order
 from .common import burst_refusal, min_units, ordered, within_guarantee
 from .gang_victims import gang_nodes
 
+if TYPE_CHECKING:
+    from ..session import Session
+    from ..state import GpuKey, GpuState, NodeState
+    from ..types import Job
+
+FreeTimes = list[tuple[float, int, "GpuState"]]  # (expected free time, GPU index, GPU), earliest first
+
+
 INF = math.inf
 
 
-def reserve_heads(session) -> None:
+def reserve_heads(session: Session) -> None:
     """Before anything is placed: the first whole-GPU job of each team and class that cannot
     fit now reserves, so jobs served before it this cycle cannot take what it waits for."""
     seen: set = set()
@@ -35,7 +44,7 @@ def reserve_heads(session) -> None:
             reserve_for(session, job)
 
 
-def _fits_now(session, job) -> bool:
+def _fits_now(session: Session, job: Job) -> bool:
     """Read-only test (a probe placement would reorder the indexes): enough free GPUs and
     host room on one node, or over the nodes together for a gang over several nodes."""
     models = allowed_models(session, job)
@@ -51,7 +60,7 @@ def _fits_now(session, job) -> bool:
                for node in whole_candidates(session, job, models, count * job.gang_size))
 
 
-def reserve_for(session, job) -> None:
+def reserve_for(session: Session, job: Job) -> None:
     """Reserve for `job` unless its team and class already hold one or the book is full."""
     book = session.book
     limit = session.features.max_reservations
@@ -65,7 +74,7 @@ def reserve_for(session, job) -> None:
         book.add(Reservation(job.id, job.team, job.priority, max(at, session.now), gpus))
 
 
-def admitted(session, job) -> bool:
+def admitted(session: Session, job: Job) -> bool:
     """Quota would let it in now: never reserve for a burst the fair share refuses."""
     if not session.features.quota:
         return True
@@ -73,10 +82,8 @@ def admitted(session, job) -> bool:
     return within_guarantee(session, job, units) or burst_refusal(session, job, units) is None
 
 
-def _job_ends(session) -> dict[str, float]:
-    ends = session.cache.get("job-ends")
-    if ends is None:
-        ends = session.cache["job-ends"] = {}
+def _job_ends(session: Session) -> dict[str, float]:
+    ends = session.job_ends
     for job_id, members in session.members.items():
         if job_id not in ends:
             job = members[0].job
@@ -89,9 +96,9 @@ def _job_ends(session) -> dict[str, float]:
     return ends
 
 
-def _free_times(session, node, ends, taken) -> list[tuple[float, int, object]]:
+def _free_times(session: Session, node: NodeState, ends: dict[str, float], taken: set[GpuKey]) -> FreeTimes:
     """(expected free time, index, GPU) for the node's whole-GPU-capable GPUs, earliest first."""
-    out = []
+    out: FreeTimes = []
     if not node.ready:
         return out
     for gpu in node.gpus:
@@ -105,11 +112,11 @@ def _free_times(session, node, ends, taken) -> list[tuple[float, int, object]]:
     return out
 
 
-def earliest_gpus(session, job) -> tuple[float, list] | None:
+def earliest_gpus(session: Session, job: Job) -> tuple[float, list[GpuState]] | None:
     models = set(allowed_models(session, job))
     tiers = tier_order(job, session.features.tiers)
     ends, taken = _job_ends(session), session.book.taken
-    times = {}
+    times: dict[str, FreeTimes] = {}
     for node in session.nodes.values():
         if node.model in models and node.tier in tiers and _host_members(node, job, 1):
             times[node.name] = _free_times(session, node, ends, taken)
@@ -127,36 +134,38 @@ def earliest_gpus(session, job) -> tuple[float, list] | None:
     return (best[0][0], best[1]) if best else None
 
 
-def _host_members(node, job, want: int) -> int:
+def _host_members(node: NodeState, job: Job, want: int) -> int:
     """Members the node's host (CPU, RAM when empty) could ever take, at most `want`."""
     by_cpu = node.node.cpu_cores // job.cpu_cores if job.cpu_cores > 0 else want
     by_mem = node.node.memory_gb // job.memory_gb if job.memory_gb > 0 else want
     return int(min(want, by_cpu, by_mem))
 
 
-def _gang(session, job, times, tiers):
+def _gang(session: Session, job: Job, times: dict[str, FreeTimes],
+          tiers: tuple[str, ...]) -> tuple[float, list[GpuState]] | None:
     for scope in ("leaf", "any"):
-        groups = defaultdict(list)
+        groups: defaultdict[tuple[str, ...], list[str]] = defaultdict(list)
         for name in times:
             node = session.nodes[name]
-            key = (node.model, node.node.spine, node.node.leaf) if scope == "leaf" else node.model
-            groups[key].append(name)
+            where = (node.model, node.node.spine, node.node.leaf) if scope == "leaf" else (node.model,)
+            groups[where].append(name)
         best = None
-        for key in sorted(groups):
-            at = _sweep(session, job, groups[key], times)
+        for names in (groups[where] for where in sorted(groups)):
+            at = _sweep(session, job, names, times)
             if at is not None and (best is None or at < best[0]):
-                best = (at, groups[key])
+                best = (at, names)
         if best:
             return best[0], _gang_gpus(session, job, best[1], times, best[0], tiers)
     return None
 
 
-def _sweep(session, job, names, times) -> float | None:
+def _sweep(session: Session, job: Job, names: list[str], times: dict[str, FreeTimes]) -> float | None:
     """The earliest time at which these nodes together can host every member."""
     count, members = job.gpus or 1, job.gang_size
     host = {n: _host_members(session.nodes[n], job, members) for n in names}
     events = sorted((at, n) for n in names for at, _, _ in times[n])
-    freed, placed = defaultdict(int), 0
+    freed: defaultdict[str, int] = defaultdict(int)
+    placed = 0
     for at, name in events:
         before = min(freed[name] // count, host[name])
         freed[name] += 1
@@ -166,7 +175,8 @@ def _sweep(session, job, names, times) -> float | None:
     return None
 
 
-def _gang_gpus(session, job, names, times, at, tiers) -> list:
+def _gang_gpus(session: Session, job: Job, names: list[str], times: dict[str, FreeTimes], at: float,
+               tiers: tuple[str, ...]) -> list[GpuState]:
     count, left = job.gpus or 1, job.gang_size
     options = []
     for name in names:

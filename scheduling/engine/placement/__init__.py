@@ -9,17 +9,23 @@ one leaf, spine only when needed.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..statement import Statement
 from ..types import Job
-from .common import allowed_models, as_whole, model_memory, search_order
+from .common import Models, SlotFinder, allowed_models, as_whole, model_memory, search_order
 from .slices import find_share, find_slice
 from .whole import _allocate_on, _single_node, host_capacity, multi_node_group, whole_candidates
+
+if TYPE_CHECKING:
+    from ..session import Session
+
 
 __all__ = ["allowed_models", "as_whole", "find_slice", "host_capacity", "model_memory",
            "multi_node_group", "place_job", "search_order", "whole_candidates"]
 
 
-def place_job(session, job: Job, stmt: Statement) -> bool:
+def place_job(session: Session, job: Job, stmt: Statement) -> bool:
     """Put every member of `job` into `stmt`; False (with `stmt` still to discard) if some
     member found no place. Without the gang plugin members that fit are kept anyway."""
     models = allowed_models(session, job)
@@ -53,11 +59,11 @@ def place_job(session, job: Job, stmt: Statement) -> bool:
     return placed_all
 
 
-def _place_slices(session, job: Job, models, stmt: Statement) -> bool:
+def _place_slices(session: Session, job: Job, models: Models, stmt: Statement) -> bool:
     return _place_with(session, job, models, stmt, find_slice)
 
 
-def _place_with(session, job: Job, models, stmt: Statement, finder) -> bool:
+def _place_with(session: Session, job: Job, models: Models, stmt: Statement, finder: SlotFinder) -> bool:
     placed_all = True
     for member in range(job.gang_size):
         hit = finder(session, job, models)
@@ -70,7 +76,7 @@ def _place_with(session, job: Job, models, stmt: Statement, finder) -> bool:
     return placed_all
 
 
-def _place_gang_topology(session, job: Job, models, stmt: Statement) -> bool:
+def _place_gang_topology(session: Session, job: Job, models: Models, stmt: Statement) -> bool:
     count = job.gpus or 1
     if count * job.gang_size <= session.max_gpus_per_node:
         node = _single_node(session, job, models, count, job.gang_size)

@@ -3,13 +3,19 @@ a non-MIG GPU."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..memory import share_milli, smallest_profile
-from ..mig import geometry_for, masks_allowing, start_choices
+from ..mig import MigGeometry, MigProfile, geometry_for, masks_allowing, start_choices
+from ..state import GpuState, Shape
 from ..types import Allocation, Job
-from .common import model_memory, search_order
+from .common import Models, Slot, model_memory, search_order
+
+if TYPE_CHECKING:
+    from ..session import Session
 
 
-def find_slice(session, job: Job, models):
+def find_slice(session: Session, job: Job, models: Models) -> Slot | None:
     """(node, allocation) for one sub-GPU member, or None."""
     features = session.features
     for tier, model in search_order(session, job, models):
@@ -29,7 +35,7 @@ def find_slice(session, job: Job, models):
     return None
 
 
-def find_share(session, job: Job, models):
+def find_share(session: Session, job: Job, models: Models) -> Slot | None:
     """(node, allocation) sharing any whole-mode GPU, MIG-capable ones included, or None: where
     production inference goes when no MIG slice is free, rather than onto a whole GPU."""
     if not session.features.sharing:
@@ -41,13 +47,13 @@ def find_share(session, job: Job, models):
     return None
 
 
-def _larger_idle(session, job: Job, models):
+def _larger_idle(session: Session, job: Job, models: Models) -> Slot | None:
     """No exact-size instance, slot or share anywhere: rather than wait for a repartition,
     take an idle instance bigger than the need, the smallest such by compute slices."""
     for tier, model in search_order(session, job, models):
         geometry = geometry_for(model)
-        exact = geometry and smallest_profile(geometry, job.gpu_memory_gb)
-        if not exact:
+        exact = smallest_profile(geometry, job.gpu_memory_gb) if geometry is not None else None
+        if geometry is None or exact is None:
             continue
         bigger = sorted((p for p in geometry.plain_profiles
                          if p.memory_gb >= job.gpu_memory_gb and p.shape != exact.shape),
@@ -59,7 +65,7 @@ def _larger_idle(session, job: Job, models):
     return None
 
 
-def _idle_instance(session, job: Job, model: str, tier: str, shape):
+def _idle_instance(session: Session, job: Job, model: str, tier: str, shape: Shape) -> Slot | None:
     """An idle existing instance of this shape on a node with room for the job's host needs,
     on the busiest such GPU: packing slices onto few MIG GPUs lets the others drain to idle,
     and an idle MIG GPU can be turned back into a whole GPU for training (repartition)."""
@@ -74,13 +80,13 @@ def _idle_instance(session, job: Job, model: str, tier: str, shape):
     return best.node, _mig_allocation(best, best.instances[start][0], start)
 
 
-def _mig_allocation(gpu, profile, start: int) -> Allocation:
-    milli = round(1000 * gpu.geometry.gpu_fraction(profile))
+def _mig_allocation(gpu: GpuState, profile: MigProfile, start: int) -> Allocation:
+    milli = round(1000 * gpu.mig_geometry.gpu_fraction(profile))
     return Allocation(gpu_index=gpu.index, milli=milli, memory_gb=profile.memory_gb,
                       mig_profile=profile.name, mig_start=start)
 
 
-def _mig_slot(session, job: Job, model: str, tier: str, geometry):
+def _mig_slot(session: Session, job: Job, model: str, tier: str, geometry: MigGeometry) -> Slot | None:
     profile = smallest_profile(geometry, job.gpu_memory_gb)
     if profile is None:
         return None
@@ -92,7 +98,7 @@ def _mig_slot(session, job: Job, model: str, tier: str, geometry):
         return None
     allowed = _masks(geometry, profile)
     present = sorted((m for m, b in buckets.items() if b and m in allowed),
-                     key=allowed.get)
+                     key=allowed.__getitem__)
     for mask in present:
         for gpu in buckets[mask].values():
             if gpu.can_create(profile) and gpu.node.fits_host(job):
@@ -104,14 +110,14 @@ def _mig_slot(session, job: Job, model: str, tier: str, geometry):
 _MASKS: dict = {}
 
 
-def _masks(geometry, profile):
+def _masks(geometry: MigGeometry, profile: MigProfile) -> dict[int, int]:
     key = (geometry.model, profile.shape)
     if key not in _MASKS:  # {mask: rank}, fullest first
         _MASKS[key] = {m: i for i, m in enumerate(masks_allowing(geometry, profile))}
     return _MASKS[key]
 
 
-def _share_slot(session, job: Job, model: str, tier: str):
+def _share_slot(session: Session, job: Job, model: str, tier: str) -> Slot | None:
     buckets = session.share.get((model, tier))
     if not buckets:
         return None

@@ -4,18 +4,25 @@ does not fit on one (one leaf when it can, one spine only if no leaf can hold it
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
+from ..state import NodeState
 from ..statement import Statement
 from ..tiers import tier_order
 from ..topology import GroupShape, choose_gpus, group_cost
 from ..types import Allocation, Job
-from .common import search_order
+from .common import Models, search_order
 
+if TYPE_CHECKING:
+    from ..session import Session
+
+NodeGroup = list[tuple[NodeState, int]]  # nodes and how many members each takes
 TOPOLOGY_CANDIDATES = 8
 SCOPES = ("leaf", "spine", "core")
 
 
-def whole_candidates(session, job: Job, models, count: int):
+def whole_candidates(session: Session, job: Job, models: Models, count: int) -> Iterator[NodeState]:
     """Nodes with at least `count` free whole GPUs, in policy order: tier first (with tiers),
     then fullest first (binpack) or emptiest first (spread)."""
     top = session.max_gpus_per_node
@@ -37,14 +44,14 @@ def whole_candidates(session, job: Job, models, count: int):
                 yield from buckets.get(level, {}).values()
 
 
-def _whole_allocations(node, count: int) -> list[Allocation]:
+def _whole_allocations(node: NodeState, count: int) -> list[Allocation]:
     picked = choose_gpus(node.node.interconnect, node.free_whole(), count)
     memory = {g.index: g.memory_gb for g in node.gpus}
     return [Allocation(gpu_index=i, milli=1000, memory_gb=memory[i], mig_profile=None, mig_start=None)
             for i in picked]
 
 
-def _single_node(session, job: Job, models, count: int, members: int):
+def _single_node(session: Session, job: Job, models: Models, count: int, members: int) -> NodeState | None:
     """Best node for `members` members of `count` GPUs each, all on one node."""
     total = count * members
     best = None
@@ -66,7 +73,7 @@ def _single_node(session, job: Job, models, count: int, members: int):
 _NODE_COSTS: dict = {}
 
 
-def _node_cost(node, count: int) -> float:
+def _node_cost(node: NodeState, count: int) -> float:
     """Cached by what it depends on: the same free GPU sets come back on node after node."""
     key = (node.node.interconnect, node.model, tuple(node.free_whole()), count)
     cost = _NODE_COSTS.get(key)
@@ -76,7 +83,7 @@ def _node_cost(node, count: int) -> float:
     return cost
 
 
-def _allocate_on(stmt: Statement, job: Job, node, first_member: int, members: int) -> None:
+def _allocate_on(stmt: Statement, job: Job, node: NodeState, first_member: int, members: int) -> None:
     count = job.gpus or 1
     allocations = _whole_allocations(node, count * members)
     for m in range(members):
@@ -85,14 +92,14 @@ def _allocate_on(stmt: Statement, job: Job, node, first_member: int, members: in
 
 # --- gangs across nodes ----------------------------------------------------------------------
 
-def host_capacity(node, job: Job, count: int) -> int:
+def host_capacity(node: NodeState, job: Job, count: int) -> int:
     by_gpu = len(node.free_whole()) // count
     by_cpu = int(node.free_cpu // job.cpu_cores) if job.cpu_cores > 0 else by_gpu
     by_mem = int(node.free_mem // job.memory_gb) if job.memory_gb > 0 else by_gpu
     return min(by_gpu, by_cpu, by_mem)
 
 
-def _scope_key(node, scope: str):
+def _scope_key(node: NodeState, scope: str) -> tuple[str, ...]:
     if scope == "leaf":
         return (node.model, node.node.spine, node.node.leaf)
     if scope == "spine":
@@ -100,7 +107,7 @@ def _scope_key(node, scope: str):
     return (node.model,)
 
 
-def multi_node_group(session, job: Job, models):
+def multi_node_group(session: Session, job: Job, models: Models) -> NodeGroup | None:
     """Nodes (with members per node) for a gang that does not fit on one node: the cheapest
     group under one leaf; under one spine only if no leaf can hold it; across spines last."""
     count, members = job.gpus or 1, job.gang_size
@@ -127,7 +134,7 @@ def multi_node_group(session, job: Job, models):
     return None
 
 
-def _fewest_nodes(entries, members: int, tiers):
+def _fewest_nodes(entries: NodeGroup, members: int, tiers: tuple[str, ...]) -> NodeGroup | None:
     if sum(c for _, c in entries) < members:
         return None
     ordered = sorted(entries, key=lambda e: (tiers.index(e[0].tier), -e[1], e[0].name))
@@ -141,11 +148,11 @@ def _fewest_nodes(entries, members: int, tiers):
     return None
 
 
-def _tier_rank(chosen, tiers) -> int:
+def _tier_rank(chosen: NodeGroup, tiers: tuple[str, ...]) -> int:
     return max(tiers.index(node.tier) for node, _ in chosen)
 
 
-def _group_cost(session, chosen, count: int) -> float:
+def _group_cost(session: Session, chosen: NodeGroup, count: int) -> float:
     nodes = tuple((n.node.interconnect, n.model, tuple(range(count * take)),
                    n.node.nics * n.node.nic_gb_s) for n, take in chosen)
     shape = GroupShape(nodes, leaves=len({(n.node.spine, n.node.leaf) for n, _ in chosen}),
