@@ -22,7 +22,7 @@ from agents.backends.base import RECLAIM_TAINT, Backend, JobStatus, NodeInventor
 from agents.runtime import failpoint
 from agents.telemetry import NodeReading, Telemetry
 from billing.services import usage_intervals_close_for_node
-from scheduling.cycle import run_cycle
+from scheduling.cycle import decide_and_apply
 from scheduling.engine.reasons import PreemptReason
 from scheduling.models import ActionRequest, Gpu, GpuSample, Job, Node
 from scheduling.payloads import CheckpointPayload, PreemptPayload
@@ -244,7 +244,7 @@ def _checkpoint_due_at(job: Job, scale: float) -> datetime:
     return max(last, failed or last) + timedelta(seconds=job.checkpoint_interval_s * scale)
 
 
-# -- run_cycle: exactly one at a time --------------------------------------------------------------------
+# -- cycle_run (the task run_cycle): exactly one at a time ----------------------------------------------
 
 @contextmanager
 def cycle_lock():
@@ -266,10 +266,12 @@ def cycle_lock():
 
 
 def cycle_run(*, dispatch: Dispatch | None = None, now: datetime | None = None) -> dict:
+    """One scheduling cycle with the live policy (TESSERA_POLICY), unless another worker is
+    running one: scheduling.cycle.decide_and_apply under cycle_lock."""
     with cycle_lock() as held:
         if not held:
             return {"ran": False}
-        report = run_cycle(policy=settings.TESSERA_POLICY, now=now, dispatch=dispatch)
+        report = decide_and_apply(policy=settings.TESSERA_POLICY, now=now, dispatch=dispatch)
         failpoint("cycle.hold")
         return {"ran": True, "placed": report.applied.bound_jobs, "actions": report.applied.action_ids,
                 "summary": report.summary()}

@@ -1,4 +1,9 @@
-"""One scheduling cycle over the database: snapshot -> engine -> plan -> rows -> dispatch."""
+"""One scheduling cycle over the database: snapshot -> engine -> plan -> rows -> dispatch.
+
+The chain from the clock to here, one name per layer: the Celery task `run_cycle`
+(agents/tasks.py, beat runs it) calls the workers' service `cycle_run` (agents/services.py: the
+live policy, one cycle at a time across workers), which calls `decide_and_apply` below.
+"""
 
 from __future__ import annotations
 
@@ -31,9 +36,9 @@ class CycleReport:
                 f"apply {self.apply_s * 1000:.0f} ms")
 
 
-def run_cycle(*, policy: str, now: datetime | None = None,
-              dispatch: Callable[[list[int]], None] | None = None) -> CycleReport:
-    """Run one cycle. `dispatch` receives the new ActionRequest ids after the commit, so a
+def decide_and_apply(*, policy: str, now: datetime | None = None,
+                     dispatch: Callable[[list[int]], None] | None = None) -> CycleReport:
+    """Run one cycle (no lock: cycle_run takes it). `dispatch` receives the new ActionRequest ids after the commit, so a
     backend never acts on an intent that was rolled back."""
     now = now or timezone.now()
     began = time.perf_counter()

@@ -4,12 +4,16 @@ Shared by the data migration (with historical models) and the demo loader, which
 with a database whose seeded rows were flushed (transactional tests do that).
 """
 
+from scheduling.engine.types import PRIORITY_CLASSES
+
 TIERS = [("reserved", False, 0), ("on-demand", False, 0), ("spot", True, 120)]
+# name, value (the engine's one table), preemptible, lead only, description
 PRIORITIES = [
-    ("production", 1000, False, True, "Production inference: always gets resources, never preempted."),
-    ("interactive", 500, True, False, "Notebooks and debugging sessions."),
-    ("training", 200, True, False, "Training jobs; checkpoint to survive preemption."),
-    ("best-effort", 50, True, False, "Runs only on otherwise idle capacity."),
+    ("production", PRIORITY_CLASSES["production"], False, True,
+     "Production inference: always gets resources, never preempted."),
+    ("interactive", PRIORITY_CLASSES["interactive"], True, False, "Notebooks and debugging sessions."),
+    ("training", PRIORITY_CLASSES["training"], True, False, "Training jobs; checkpoint to survive preemption."),
+    ("best-effort", PRIORITY_CLASSES["best-effort"], True, False, "Runs only on otherwise idle capacity."),
 ]
 
 

@@ -49,13 +49,13 @@ __all__ = [
 ]
 
 
-def schedule(snapshot: Snapshot, config: str | Policy = "tessera", seed: int = 0) -> Plan:
-    """Run one cycle. Deterministic for a given snapshot, policy and seed."""
+def schedule(snapshot: Snapshot, config: str | Policy = "tessera") -> Plan:
+    """Run one cycle. Deterministic: the same snapshot and policy give the same plan."""
     policy = get_policy(config)
     features, actions = policy.build()
     timings: dict[str, float] = {}
     started = time.perf_counter()
-    session = Session(snapshot, features, seed)
+    session = Session(snapshot, features)
     timings["open"] = time.perf_counter() - started
     for name, action in actions:
         began = time.perf_counter()

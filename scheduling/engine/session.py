@@ -10,7 +10,7 @@ Indexes (kept current on every occupy/release, so no action scans every node per
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
@@ -35,10 +35,9 @@ def _by_level() -> defaultdict:
 
 
 class Session:
-    def __init__(self, snapshot: Snapshot, features: Features, seed: int = 0):
+    def __init__(self, snapshot: Snapshot, features: Features):
         self.snapshot = snapshot
         self.features = features
-        self.seed = seed
         self.now = snapshot.now
         self.whole: defaultdict[Outer, defaultdict[int, dict[str, NodeState]]] = defaultdict(_by_level)
         self.mig: defaultdict[Outer, defaultdict[int, dict[GpuKey, GpuState]]] = defaultdict(_by_level)
@@ -56,10 +55,8 @@ class Session:
         self.nominated: dict[str, int] = {}  # preemptor -> victims it waits for
         self.consolidating: set[str] = set()  # preemptors whose victims are only moving
         self.reasons: dict[str, tuple[WaitingReason, str]] = {}  # job -> why it waits, decided by an action
-        self.blocked_behind: dict[str, str] = {}  # unused since reservations; kept for callers
         self.book = Book(self)  # reservations for blocked jobs (EASY backfilling)
         self.placed: set[str] = set()
-        self.jobs: dict[str, Job] = {j.id: j for j in snapshot.pending}
         self.max_gpus_per_node = max((len(n.gpus) for n in snapshot.nodes), default=0)
         self.releases = 0  # bumps whenever capacity is given back (see actions.common)
         # Worked out once per cycle, on first use, by the module named (what each depends on is
@@ -130,10 +127,6 @@ class Session:
     def queue(self, team: str) -> Queue:
         """A team without a queue row has no guarantee, no burst limit and weight 1."""
         return self.queues.get(team) or Queue(team=team, guaranteed_gpus=0.0, burst_limit_gpus=None, weight=1.0)
-
-    def running_members(self) -> Iterator[Member]:
-        for members in self.members.values():
-            yield from members
 
     # --- occupancy --------------------------------------------------------------------------
 

@@ -93,11 +93,6 @@ class GpuState:
     def whole_free(self) -> bool:
         return self.usable and not self.mig_enabled and self.idle
 
-    @property
-    def sharable(self) -> bool:
-        return (self.usable and not self.mig_enabled and self.whole_job is None
-                and self.milli_used < 1000)
-
     def count_profile(self, profile: MigProfile) -> int:
         return sum(1 for inst in self.instances.values() if inst[0] is profile)
 

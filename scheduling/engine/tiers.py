@@ -1,10 +1,16 @@
-"""Capacity tiers: which tiers a job may use, best first."""
+"""Capacity tiers: which tiers a job may use, best first.
+
+Reserved capacity is paid for whether used or not, so it comes first for everything but
+checkpointing training; on-demand is the burst; spot is cheap but can be taken back.
+"""
 
 from __future__ import annotations
 
 from .types import TIERS, Job
 
-ON_DEMAND_FIRST = ("reserved", "on-demand", "spot")
+RESERVED_FIRST = ("reserved", "on-demand", "spot")
+NEVER_SPOT = ("reserved", "on-demand")  # production inference
+SPOT_FIRST = ("spot", "reserved", "on-demand")  # a reclaim costs it at most one checkpoint interval
 
 
 def tier_order(job: Job, tiers_on: bool) -> tuple[str, ...]:
@@ -14,7 +20,7 @@ def tier_order(job: Job, tiers_on: bool) -> tuple[str, ...]:
     if not tiers_on:
         return TIERS
     if job.production:
-        return ("reserved", "on-demand")
+        return NEVER_SPOT
     if job.checkpoints and job.preemptible and job.kind in ("training", "batch"):
-        return ("spot", "reserved", "on-demand")
-    return ON_DEMAND_FIRST
+        return SPOT_FIRST
+    return RESERVED_FIRST

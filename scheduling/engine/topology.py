@@ -21,9 +21,8 @@ ALPHA_PER_LEVEL_S = 5e-6
 # Gradient size used to rank placements; the ranking does not depend on it much.
 REFERENCE_BYTES = 1e9
 
-# Link classes, fastest first: the names a team lead sees in explanations.
-LINK_NVSWITCH, LINK_NVLINK, LINK_PCIE, LINK_LEAF, LINK_SPINE, LINK_CORE = (
-    "nvswitch", "nvlink", "pcie", "leaf", "spine", "core")
+# Link classes inside a node, fastest first.
+LINK_NVSWITCH, LINK_NVLINK, LINK_PCIE = ("nvswitch", "nvlink", "pcie")
 
 
 @dataclass(frozen=True)
@@ -87,18 +86,6 @@ def group_cost(shape: GroupShape, spine_oversubscription: float = 1.0,
         alpha = ALPHA_INTER_S + ALPHA_PER_LEVEL_S * ((shape.leaves > 1) + (shape.spines > 1))
     return ring_allreduce_seconds(size_bytes, n, group_bandwidth(shape, spine_oversubscription),
                                   alpha)
-
-
-def span_link(shape: GroupShape) -> str:
-    """The widest switch level the group crosses, for explanations."""
-    if shape.spines > 1:
-        return LINK_CORE
-    if shape.leaves > 1:
-        return LINK_SPINE
-    if len(shape.nodes) > 1:
-        return LINK_LEAF
-    interconnect, _, idx, _ = shape.nodes[0]
-    return intra_node_link(interconnect, idx)
 
 
 def choose_gpus(interconnect: str, free: list[int], count: int) -> tuple[int, ...]:

@@ -24,9 +24,10 @@ INTERCONNECTS = ("nvswitch", "nvlink-pairs", "pcie")
 JOB_KINDS = ("inference", "training", "interactive", "batch")
 NODE_READY = "ready"
 
-# Default values of the four priority classes, highest first; the adapter passes the value
-# stored in its PriorityClass row, these are only what tests and the simulator use.
-PRIORITY_CLASSES = {"production": 1000, "interactive": 800, "training": 500, "best-effort": 100}
+# The one table of the four priority classes and their values, highest first. A new installation
+# seeds its PriorityClass rows from it (scheduling/defaults.py); the live snapshot passes the
+# value in the row (an admin may change it), the simulator and tests use these.
+PRIORITY_CLASSES = {"production": 1000, "interactive": 500, "training": 200, "best-effort": 50}
 PRODUCTION = "production"
 
 
@@ -135,10 +136,6 @@ class Running:
     started_at: float
     borrowed: bool
     member: int
-
-    @property
-    def expected_end(self) -> float:
-        return self.started_at + self.job.expected_runtime_s
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -152,7 +152,7 @@ def _check_victims(before, plan):
 def test_invariants_hold_over_cycles(cluster, first, second, qs, policy):
     state = snap(cluster, first, queues=qs)
     for cycle in range(3):
-        plan = schedule(state, policy, seed=cycle)
+        plan = schedule(state, policy)
         check_plan(state, plan, policy)
         state = apply_plan(state, plan, now=state.now + 60)
         check_gpus(state)

@@ -11,7 +11,7 @@ from django.utils import timezone
 from billing.models import UsageInterval
 from scheduling import engine
 from scheduling.apply import apply_plan
-from scheduling.cycle import run_cycle
+from scheduling.cycle import decide_and_apply
 from scheduling.models import ActionRequest, Gpu, Job, Node, Placement
 from scheduling.services import job_release
 from scheduling.snapshot import build_snapshot, member_shape
@@ -68,7 +68,7 @@ def test_jobs_larger_than_a_node_become_even_gangs(total, expected):
 
 
 def test_a_cycle_places_jobs_opens_their_ledger_and_explains_the_rest(demo):
-    report = run_cycle(policy="tessera")
+    report = decide_and_apply(policy="tessera")
     assert report.applied.bound_jobs
     for job in Job.objects.filter(pk__in=report.applied.bound_jobs):
         assert job.status == "running" and job.events.filter(kind="placed").exists()
@@ -81,9 +81,9 @@ def test_a_cycle_places_jobs_opens_their_ledger_and_explains_the_rest(demo):
 
 
 def test_a_second_cycle_places_nothing_twice(demo):
-    run_cycle(policy="tessera")
+    decide_and_apply(policy="tessera")
     placements = Placement.objects.filter(ended_at__isnull=True).count()
-    run_cycle(policy="tessera", now=timezone.now() + timedelta(seconds=5))
+    decide_and_apply(policy="tessera", now=timezone.now() + timedelta(seconds=5))
     assert Placement.objects.filter(ended_at__isnull=True).count() >= placements
     for gpu in Gpu.objects.all():
         whole = gpu.placements.filter(ended_at__isnull=True, mig_instance__isnull=True)

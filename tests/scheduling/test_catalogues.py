@@ -68,9 +68,9 @@ def test_a_payload_of_the_wrong_shape_is_refused(bad):
 
 @pytest.mark.django_db
 def test_a_live_cycle_writes_integer_job_ids_in_every_request():
-    from scheduling.cycle import run_cycle
+    from scheduling.cycle import decide_and_apply
     demo_load()
-    run_cycle(policy="tessera")
+    decide_and_apply(policy="tessera")
     kinds = {BindPayload: "bind", PreemptPayload: "preempt", RepartitionPayload: "repartition"}
     seen = 0
     for cls, kind in kinds.items():
@@ -79,3 +79,10 @@ def test_a_live_cycle_writes_integer_job_ids_in_every_request():
             assert not hasattr(request, "job_id") or request.job_id == action.job_id
             seen += 1
     assert seen
+
+
+@pytest.mark.django_db
+def test_priority_classes_are_seeded_from_the_engines_one_table():
+    from scheduling.engine.types import PRIORITY_CLASSES
+    from scheduling.models import PriorityClass
+    assert dict(PriorityClass.objects.values_list("name", "value")) == PRIORITY_CLASSES

@@ -14,7 +14,7 @@ from django.db import connections
 from django.utils import timezone
 
 from portal.models import Team
-from scheduling.cycle import run_cycle
+from scheduling.cycle import decide_and_apply
 from scheduling.models import Gpu, GpuSample, Job
 from ui.demo import demo_load
 
@@ -59,7 +59,7 @@ def _measured_cluster():
 
 def _scheduler_writes_reasons():
     """One real scheduling cycle: the engine places what fits and explains the rest."""
-    run_cycle(policy="tessera")
+    decide_and_apply(policy="tessera")
 
 
 def _shoot(page, name):

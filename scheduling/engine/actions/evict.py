@@ -112,8 +112,7 @@ def stoppable_runners(session: Session) -> list[Member]:
 def undecided_waiting(session: Session) -> list[Job]:
     """Waiting jobs no earlier action has explained or found victims for."""
     return [j for j in session.waiting()
-            if j.id not in session.reasons and j.id not in session.blocked_behind
-            and j.id not in session.nominated]
+            if j.id not in session.reasons and j.id not in session.nominated]
 
 
 def victim_key(session: Session, member: Member) -> VictimKey:

@@ -192,28 +192,23 @@ def repartition(session: Session) -> None:
     # nothing finds nothing again this cycle (planning only takes capacity).
     attempts = session.features.repartition_attempts
     failed: set[RequestShape] = set()
-    heads: set[str] = set()  # team-order heads helped, so the jobs behind them may start too
     planned_units: dict[str, float] = {}
     waiting = [j for j in session.waiting() if j.id not in session.nominated
                and j.id not in session.reasons]
     for job in ordered(session, waiting):
         if attempts <= 0:
             break
-        blocker = session.blocked_behind.get(job.id)
         shape = request_shape(job)
-        if shape in failed or (blocker is not None and blocker not in heads) or \
-                not _admitted(session, job, planned_units):
+        if shape in failed or not _admitted(session, job, planned_units):
             continue
         if session.features.reserve:
             session.book.level(job.priority)  # never carve GPUs held for a job above it
         helped = planner.for_whole(job) if as_whole(session, job) else planner.for_slice(job)
         if helped:
-            heads.add(blocker or job.id)
             planned_units[job.team] = planned_units.get(job.team, 0.0) + min_units(session, job)
         else:
             attempts -= 1
             failed.add(shape)
-            heads.discard(blocker)  # the rest of that team's line waits behind this job
     planner.emit()
 
 

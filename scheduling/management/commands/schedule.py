@@ -2,7 +2,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from scheduling import engine
-from scheduling.cycle import run_cycle
+from scheduling.cycle import decide_and_apply
 
 
 class Command(BaseCommand):
@@ -16,7 +16,7 @@ class Command(BaseCommand):
     def handle(self, *args, policy, **options):
         if policy not in engine.POLICIES:
             raise CommandError(f"unknown policy {policy!r}; known: {', '.join(engine.POLICIES.names())}")
-        report = run_cycle(policy=policy)
+        report = decide_and_apply(policy=policy)
         for bind in report.plan.binds:
             where = ", ".join(_describe(a) for a in bind.allocations)
             self.stdout.write(f"bind    job {bind.job_id} member {bind.member} -> {bind.node} [{where}]"

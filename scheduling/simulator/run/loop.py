@@ -110,7 +110,7 @@ class Simulation:
         in_flight = list(self.preempts.values()) + list(self.repartitions.values())
         snapshot = self.backend.snapshot(now, pending, running, in_flight)
         started = time.perf_counter()
-        plan = schedule(snapshot, self.policy, self.seed)
+        plan = schedule(snapshot, self.policy)
         self.engine_s += time.perf_counter() - started
         self.cycles += 1
         self.apply(plan, now)
