@@ -1,7 +1,7 @@
 """Buy-vs-cloud break-even for an owned GPU server (plain Python, no Django).
 
 months = capital cost / (cloud $/hour × 730 × utilisation − owned running cost per month),
-as in ../shared/reference/performance-figures.md §4. The defaults are that page's assumptions:
+as in docs/reference/performance-figures.md §4. The defaults are that page's assumptions:
 a DGX-class 8×H100 server at $275k (the $250–300k range), 10.2 kW provisioned at $175/kW-month,
 7.5 kW drawn at $0.10/kWh, $3.3k/month support, against p5.48xlarge on-demand after the June 2025
 cut (98.32 × 0.56 ≈ $55.06/hour).

@@ -19,7 +19,7 @@ from billing.services import placement_gpu_fraction, usage_interval_open
 from portal.models import Team
 from scheduling.models import CapacityTier, Gpu, Job, MigInstance, Node, Placement, PriorityClass
 
-# model, tier, $/GPU-hour, where it comes from (../shared/reference/performance-figures.md §4)
+# model, tier, $/GPU-hour, where it comes from (docs/reference/performance-figures.md §4)
 RATES = [
     ("H100-80GB", "on-demand", "6.8800", "AWS p5.48xlarge after the June 2025 cut, ≈$55/h ÷ 8"),
     ("H100-80GB", "reserved", "3.6400", "1-year commitment, ≈47% below on-demand"),

@@ -80,7 +80,7 @@ def _money(label, default, *, minimum="0", maximum="100000000", places=2, **kwar
 
 
 class BreakEvenForm(forms.Form):
-    """Owned hardware against cloud prices; every field defaults to performance-figures.md §4."""
+    """Owned hardware against cloud prices; every field defaults to docs/reference/performance-figures.md §4."""
 
     capital_cost = _money("Capital cost per server ($)", DEFAULTS.capital_cost)
     gpus_per_server = forms.IntegerField(label="GPUs per server", initial=DEFAULTS.gpus_per_server, required=False,

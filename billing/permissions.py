@@ -1,4 +1,4 @@
-"""Who sees chargeback: staff and members of the Finance group (DESIGN §7); nobody else."""
+"""Who sees chargeback: staff and members of the Finance group (docs/design.md §7); nobody else."""
 
 from functools import wraps
 

@@ -1,4 +1,4 @@
-"""Who may see and do what (DESIGN §7), decided from a user's memberships.
+"""Who may see and do what (docs/design.md §7), decided from a user's memberships.
 
 Roles, team names and the finance flag are read in one query per request and kept on the user
 object, so a page that asks many times still costs one query.

@@ -86,7 +86,7 @@ def _to_engine_node(node: Node, job_by_instance: dict, price: float | None) -> e
                                                           job_id=job_by_instance.get(mi.pk))
                                        for mi in gpu.mig_instances.all()))
         for gpu in node.gpus.all())
-    # 400 Gb/s NDR moves about 48 GB/s of all-reduce traffic per NIC (performance-figures §3).
+    # 400 Gb/s NDR moves about 48 GB/s of all-reduce traffic per NIC (docs/reference/performance-figures.md §3).
     return engine.Node(
         name=node.name, tier=node.tier.name, leaf=leaf.name, spine=leaf.parent.name if leaf.parent else "",
         gpu_model=node.gpu_model, interconnect=node.interconnect, cpu_cores=float(node.cpu_cores),

@@ -1,4 +1,4 @@
-"""The Kubernetes backend, with the official `kubernetes` client (DESIGN §8).
+"""The Kubernetes backend, with the official `kubernetes` client (docs/design.md §8).
 
 Nodes come from GPU Feature Discovery labels; a job is pods with our schedulerName in the team's
 namespace, bound with the binding subresource; preemption annotates, then deletes with a grace

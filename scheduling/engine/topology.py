@@ -1,7 +1,7 @@
 """Link classes and the ring all-reduce cost of a GPU group.
 
 t(S, n) ≈ 2(n−1)/n · S / B + α, with B the bus bandwidth of the slowest link in the group
-(figures from shared/reference/performance-figures.md, nccl-tests busbw):
+(figures from docs/reference/performance-figures.md, nccl-tests busbw):
 NVSwitch A100 230 GB/s, H100/H200 370 (ring), NVLink-bridged pair 116, PCIe / CPU path 16,
 between nodes NICs × 48 GB/s (NDR), divided by the spine oversubscription when crossing leaves.
 """

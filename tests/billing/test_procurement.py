@@ -11,7 +11,7 @@ from billing.breakeven import DEFAULTS, against_references, break_even, owned_ru
 from billing.periods import Month
 from billing.procurement import commitments, recommend, tier_comparison
 
-# performance-figures.md §4: months to break even at 100% and 50% utilisation
+# docs/reference/performance-figures.md §4: months to break even at 100% and 50% utilisation
 PUBLISHED = {"AWS p5.48xlarge on-demand, before June 2025": ((3.7, 4.6), (8, 10)),
              "AWS p5.48xlarge on-demand, after the cut": ((7, 9), (16, 21)),
              "AWS p5.48xlarge Capacity Block": ((10, 13), (25, 36)),

@@ -1,4 +1,4 @@
-"""Every page and endpoint × every role: allowed where DESIGN §7 says, 403/404 elsewhere, no leaks."""
+"""Every page and endpoint × every role: allowed where docs/design.md §7 says, 403/404 elsewhere, no leaks."""
 
 import pytest
 from django.urls import reverse

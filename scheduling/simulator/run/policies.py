@@ -17,7 +17,7 @@ from scheduling.engine.policies import POLICIES, Policy, get_policy
 REPLICAS = 4          # time-slicing replicas per GPU (the device plugin's usual setting)
 TIMESLICE = "timeslice"
 
-# Throughput of a sub-GPU job by how it shares its GPU (performance-figures §5): a MIG instance
+# Throughput of a sub-GPU job by how it shares its GPU (docs/reference/performance-figures.md §5): a MIG instance
 # is isolated; a memory-bounded share (MPS-like) loses ~7.5%; time-slicing ~25% (MIG 1.33x).
 SHARE_EFFICIENCY = {"mig": 1.0, "share": 0.925, "timeslice": 0.75}
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from scheduling.engine.mig import geometry_for
 from scheduling.engine.types import INTERCONNECTS, JOB_KINDS, PRIORITY_CLASSES, TIERS
 
-# NDR 400 Gb/s measures ≈48 GB/s of all-reduce bus bandwidth per NIC (performance-figures §3).
+# NDR 400 Gb/s measures ≈48 GB/s of all-reduce bus bandwidth per NIC (docs/reference/performance-figures.md §3).
 GB_S_PER_GBPS = 0.12
 
 
