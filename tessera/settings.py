@@ -105,17 +105,22 @@ SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
 
 REDIS_URL = env_redis_url("REDIS_URL", "redis://127.0.0.1:6379/0")
+# Every key Tessera writes to Redis (cache entries, Celery queues and results) starts with this,
+# so installations or test runs that share a Redis database never see each other's keys.
+REDIS_KEY_PREFIX = env_str("REDIS_KEY_PREFIX", "tessera")
 # One cache for every process (web workers and scheduler) when Redis is configured, so a write in
 # one invalidates what another shows; the embedded demo without Redis keeps a per-process cache.
 if env_str("REDIS_URL").startswith(("redis://", "rediss://")):
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
-                          "KEY_PREFIX": "tessera"}}
+    CACHES = {"default": {"BACKEND": "tessera.cache.PrefixedRedisCache", "LOCATION": REDIS_URL,
+                          "KEY_PREFIX": REDIS_KEY_PREFIX}}
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 # Sessions read from the cache and fall back to the database, so most requests skip the session query.
 SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = REDIS_URL
+CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": f"{REDIS_KEY_PREFIX}:"}
+CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = {"global_keyprefix": f"{REDIS_KEY_PREFIX}:"}
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True

@@ -1,6 +1,7 @@
 """Suite-wide set-up: the real services must be up, or the run stops loudly."""
 
 import os
+import uuid
 
 import pytest
 
@@ -11,6 +12,32 @@ SERVICE_HELP = (
     "  redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save '' --appendonly no\n"
     "Then run `make test` again."
 )
+
+
+def own_redis_key_space() -> str:
+    """Give this test process Redis keys of its own: cache entries, Celery queues and results.
+
+    Two suites running at once on one Redis database (two engineers, CI beside a developer, xdist
+    workers of one run) must not read each other's cache entries, consume each other's tasks or
+    clear each other's keys. The prefix is unique per run and per xdist worker; processes the tests
+    start (Celery workers, servers) inherit it through REDIS_KEY_PREFIX. pytest-django has loaded
+    the settings before this file is imported, so the settings derived from it are set here too.
+    """
+    from django.conf import settings
+
+    if not settings.configured:  # `-p no:django`: the plain-Python parts, no Redis
+        return ""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or uuid.uuid4().hex
+    prefix = f"test-{run[:12]}-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
+    os.environ["REDIS_KEY_PREFIX"] = settings.REDIS_KEY_PREFIX = prefix
+    if "KEY_PREFIX" in settings.CACHES["default"]:
+        settings.CACHES["default"]["KEY_PREFIX"] = prefix
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": f"{prefix}:"}
+    settings.CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = {"global_keyprefix": f"{prefix}:"}
+    return prefix
+
+
+REDIS_KEY_PREFIX = own_redis_key_space()
 
 
 def _check_services() -> list[str]:
