@@ -18,6 +18,7 @@ from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.utils import timezone
 
+from agents import observe
 from agents.backends.base import (
     ENV_GPU_INDEXES,
     ENV_RESUME,
@@ -64,6 +65,8 @@ def action_advance(*, action_id: int, backend: Backend, now: datetime | None = N
         if state != REQUESTED or not moved:
             break
         failpoint(f"action.{phase}")  # between two committed steps
+    if moved and state != REQUESTED:  # finished by this call: logged once
+        observe.action_finished(action_id)
     return state
 
 

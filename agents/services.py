@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from agents import observe
 from agents.actions import HOLDING, REQUESTED, attempt_binds, job_pods, pod_stop, stop_pods
 from agents.backends.base import RECLAIM_TAINT, Backend, JobStatus, NodeInventory
 from agents.runtime import failpoint
@@ -272,6 +273,7 @@ def cycle_run(*, dispatch: Dispatch | None = None, now: datetime | None = None) 
         if not held:
             return {"ran": False}
         report = decide_and_apply(policy=settings.TESSERA_POLICY, now=now, dispatch=dispatch)
+        observe.cycle_finished(report)
         failpoint("cycle.hold")
         return {"ran": True, "placed": report.applied.bound_jobs, "actions": report.applied.action_ids,
                 "summary": report.summary()}
