@@ -1,5 +1,5 @@
 """What the workers tell operators: one structured log line per scheduling cycle and per action
-outcome.
+outcome, and the event metrics /metrics exports (agents/metrics.py).
 
 Each line's fields are the record's `extra`: in production (LOG_FORMAT=json) they are the keys of
 one JSON object a line, in the demo the message alone reads as a sentence.
@@ -12,6 +12,7 @@ from collections import Counter
 
 from django.utils import timezone
 
+from agents import metrics
 from scheduling.cycle import CycleReport
 from scheduling.models import ActionRequest
 
@@ -42,6 +43,7 @@ def cycle_finished(report: CycleReport) -> None:
                    fields["policy"], fields["binds"], fields["preemptions"], fields["reclaims"],
                    fields["repartitions"], fields["pending"], f" ({reasons})" if reasons else "",
                    fields["duration_s"] * 1000, extra=fields)
+    metrics.cycle_recorded(fields)
 
 
 def action_finished(action_id: int) -> None:

@@ -106,6 +106,14 @@ def env_secret_key(name: str, *, debug: bool, demo_key_file) -> str:
     return _demo_secret_key(demo_key_file)
 
 
+def env_token(name: str, *, minimum_length: int = 32) -> str:
+    """An optional bearer token: empty when unset, refused when too short to be guessed."""
+    raw = os.environ.get(name, "")
+    if raw and len(raw.strip()) < minimum_length:
+        raise _bad(name, "<hidden>", f"at least {minimum_length} characters")
+    return raw.strip()
+
+
 def _demo_secret_key(path) -> str:
     from django.core.management.utils import get_random_secret_key
 

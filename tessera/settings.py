@@ -13,6 +13,7 @@ from tessera.env import (
     env_redis_url,
     env_secret_key,
     env_str,
+    env_token,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -141,6 +142,8 @@ TESSERA_CHECKPOINT_SAVE_S = env_int("TESSERA_CHECKPOINT_SAVE_S", 30, minimum=0) 
 # Where a job's pods confirm their checkpoints (CONTRACTS.md): the portal's endpoint, as pods reach it.
 TESSERA_CHECKPOINT_URL = env_http_url("TESSERA_CHECKPOINT_URL",
                                       "http://tessera-portal.tessera-system.svc/api/v1/checkpoints/")
+# Prometheus presents it as a bearer token to scrape /metrics (tessera/metrics.py).
+TESSERA_METRICS_TOKEN = env_token("TESSERA_METRICS_TOKEN")
 TESSERA_ACTION_POLL_S = env_int("TESSERA_ACTION_POLL_S", 2, minimum=1)  # re-look at a waiting action
 CELERY_BEAT_SCHEDULE = {
     "poll-agents": {"task": "agents.poll_agents", "schedule": float(TESSERA_POLL_INTERVAL_S)},

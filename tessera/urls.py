@@ -4,6 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import IsAuthenticated
 
+from tessera.metrics import metrics
 from ui import views
 
 urlpatterns = [
@@ -11,6 +12,7 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", views.healthz, name="healthz"),
+    path("metrics", metrics, name="metrics"),
     path("", include("ui.urls")),
     path("billing/", include("billing.urls")),
     path("api/v1/billing/", include("billing.api_urls")),
