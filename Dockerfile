@@ -26,6 +26,7 @@ COPY tessera/ tessera/
 COPY ui/ ui/
 COPY agents/ agents/
 COPY billing/ billing/
+COPY checkpoints/ checkpoints/
 COPY scheduling/ scheduling/
 COPY portal/ portal/
 COPY templates/ templates/
@@ -34,7 +35,7 @@ COPY static/ static/
 # SECRET_KEY to load, so a throwaway one is given to this step only.
 RUN DEBUG=0 SECRET_KEY=collectstatic-only-never-used-at-run-time-0123456789 \
     python manage.py collectstatic --noinput --verbosity 0 \
-    && python -m compileall -q tessera ui agents billing scheduling portal
+    && python -m compileall -q tessera ui agents billing checkpoints scheduling portal
 USER 10001:10001
 EXPOSE 8000 9400
 # deploy/ gives each container its command; alone, the image serves the portal.

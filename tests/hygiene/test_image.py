@@ -67,6 +67,14 @@ def test_every_file_it_copies_exists():
     assert every and [source for source, _ in every if not (ROOT / source).exists()] == []
 
 
+def test_it_copies_every_package_the_project_runs():
+    from django.conf import settings
+
+    ours = {app.split(".")[0] for app in settings.INSTALLED_APPS if (ROOT / app.split(".")[0]).is_dir()}
+    copied = {source.strip("/").split("/")[0] for source, _ in copies(instructions())}
+    assert sorted(ours - copied) == [], "add a COPY line for each new app to the Dockerfile"
+
+
 def test_it_installs_the_runtime_lock_and_nothing_else():
     text = (ROOT / "Dockerfile").read_text()
     named = {word for word in text.split() if word.startswith("requirements/")}
