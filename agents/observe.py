@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from agents import metrics
 from scheduling.cycle import CycleReport
+from scheduling.engine.reasons import PreemptReason
 from scheduling.models import ActionRequest
 
 cycle_log = logging.getLogger("tessera.cycle")
@@ -28,8 +29,8 @@ def cycle_fields(report: CycleReport) -> dict:
         "snapshot_s": round(report.snapshot_s, 4), "decide_s": round(report.decide_s, 4),
         "apply_s": round(report.apply_s, 4),
         "binds": len(report.applied.bound_jobs),
-        "preemptions": sum(1 for p in plan.preemptions if p.reason != "reclaim"),
-        "reclaims": sum(1 for p in plan.preemptions if p.reason == "reclaim"),
+        "preemptions": sum(1 for p in plan.preemptions if p.reason != PreemptReason.RECLAIM),
+        "reclaims": sum(1 for p in plan.preemptions if p.reason == PreemptReason.RECLAIM),
         "repartitions": len(plan.repartitions),
         "pending": len(plan.pending),
         "pending_by_reason": dict(sorted(Counter(info.reason for info in plan.pending.values()).items())),
