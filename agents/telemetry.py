@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 import urllib.request
 from collections.abc import Iterable
@@ -19,6 +20,18 @@ log = logging.getLogger(__name__)
 MIB_PER_GB = 1024
 
 
+class MalformedReport(ValueError):
+    """An agent's answer that is not a node report: that node missed its heartbeat, no other did."""
+
+
+def _measurement(value: float | None, high: float) -> float | None:
+    """`value` if it can be a measurement (finite, 0..high), else None: not measured. A NaN or an
+    infinity stored as a sample would turn every mean over it, a team's chart, into NaN."""
+    if value is None or not math.isfinite(value) or not 0 <= value <= high:
+        return None
+    return float(value)
+
+
 @dataclass(frozen=True)
 class GpuReading:
     index: int
@@ -26,6 +39,10 @@ class GpuReading:
     memory_used_gb: float | None
     mig_enabled: bool | None = None
     mig_instances: tuple[tuple[str, int], ...] | None = None  # (profile, start slot); None: unknown
+
+    def __post_init__(self) -> None:  # whatever the source, only measurements get through
+        object.__setattr__(self, "utilisation", _measurement(self.utilisation, 1.0))
+        object.__setattr__(self, "memory_used_gb", _measurement(self.memory_used_gb, math.inf))
 
 
 @dataclass(frozen=True)
@@ -53,11 +70,11 @@ class AgentHttpTelemetry:
             if not url:
                 continue
             try:
-                report = self._fetch(url)
+                readings[name] = reading_from_report(name, self._fetch(url), time.time())
+            except MalformedReport as error:  # one bad agent costs its own node's heartbeat only
+                log.warning("agent of %s sent no valid report: %s", name, error)
             except (OSError, ValueError) as error:  # a silent agent is a missed heartbeat, not a crash
                 log.info("agent of %s did not answer: %s", name, error)
-                continue
-            readings[name] = reading_from_report(name, report, time.time())
         return readings
 
     def _fetch(self, url: str) -> dict:
@@ -67,16 +84,38 @@ class AgentHttpTelemetry:
             return json.loads(response.read())
 
 
-def reading_from_report(node: str, report: dict, at: float) -> NodeReading:
-    """A node agent's JSON report (agents/node_agent/report.py) -> a reading."""
-    gpus = []
-    for gpu in report.get("gpus", []):
-        used = gpu.get("memory_used_mib")
-        utilisation = gpu.get("utilisation_pct")
-        instances = tuple((mi["profile"], mi["placement_start"]) for mi in gpu.get("mig_instances", [])
-                          if mi.get("profile") and mi.get("placement_start") is not None)
-        gpus.append(GpuReading(
-            index=gpu["index"], utilisation=None if utilisation is None else utilisation / 100,
-            memory_used_gb=None if used is None else used / MIB_PER_GB, mig_enabled=gpu.get("mig_mode"),
-            mig_instances=instances if gpu.get("mig_mode") else ()))
-    return NodeReading(node=node, at=at, gpus=tuple(gpus))
+def reading_from_report(node: str, report: object, at: float) -> NodeReading:
+    """A node agent's JSON report (agents/node_agent/report.py) -> a reading. Raises
+    MalformedReport for an answer of the wrong shape; a value that is no measurement (NaN, 250 %)
+    is read as not measured."""
+    gpus = report.get("gpus", []) if isinstance(report, dict) else None
+    if not isinstance(gpus, list):
+        raise MalformedReport(f"expected an object with a list of GPUs, got {type(report).__name__}")
+    readings = tuple(_gpu_reading(gpu) for gpu in gpus)
+    if len({gpu.index for gpu in readings}) != len(readings):
+        raise MalformedReport("a GPU index is reported twice")
+    return NodeReading(node=node, at=at, gpus=readings)
+
+
+def _gpu_reading(gpu: object) -> GpuReading:
+    if not isinstance(gpu, dict) or not _is_int(gpu.get("index")) or gpu["index"] < 0:
+        raise MalformedReport(f"a GPU entry without a valid index: {str(gpu)[:80]}")
+    used, utilisation, mig = gpu.get("memory_used_mib"), gpu.get("utilisation_pct"), gpu.get("mig_mode")
+    if not all(value is None or _is_number(value) for value in (used, utilisation)) \
+            or mig not in (None, True, False) or not isinstance(gpu.get("mig_instances", []), list):
+        raise MalformedReport(f"GPU {gpu['index']}: a field of the wrong type")
+    instances = tuple((mi["profile"], mi["placement_start"]) for mi in gpu.get("mig_instances", [])
+                      if isinstance(mi, dict) and isinstance(mi.get("profile"), str) and mi["profile"]
+                      and _is_int(mi.get("placement_start")))
+    return GpuReading(
+        index=gpu["index"], utilisation=None if utilisation is None else utilisation / 100,
+        memory_used_gb=None if used is None else used / MIB_PER_GB, mig_enabled=mig,
+        mig_instances=instances if mig else ())
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
