@@ -1,7 +1,7 @@
 """A lower bound, for ANY placement policy, on the unallocated GPUs of the fill experiment.
 
     .venv/bin/python bench/fill_floor.py --nodes ../shared/traces/alibaba-gpu-v2023/openb_node_list_gpu_node.csv \
-        --trace ../shared/traces/alibaba-gpu-v2023/openb_pod_list_default.csv --seeds 42-51 [--policy tessera]
+        --trace ../shared/traces/alibaba-gpu-v2023/openb_pod_list_default.csv --seeds 42-51 [--policy tessera-fill]
 
 For each seed it rebuilds the experiment's own task sequence (scheduling.simulator.fill's
 arrival_sequence, with the same seeded stream as experiment.run_one) and, for every event that
@@ -28,13 +28,13 @@ on are all dropped, and every task may be placed or dropped freely, in hindsight
   GPU, so it is valid whatever the float error of the LP. It is above the pairing bound on every
   seed here: that one counts only the waste beside the large shares.
 * lp<X% (--forced-until, default 95): the same LP for the policies that drop no GPU task arriving
-  before X% of capacity (tessera and fgd drop their first near 95-96%; the table prints where).
+  before X% of capacity (tessera-fill and fgd drop their first near 95-96%; the table prints where).
   Those tasks get a value bonus, so the dual bound holds for packings that place them all. It is
   not a bound for every policy, only a measure of the room left to a policy of that kind.
 
-Tessera's hole term (scheduling/engine/fgd/tessera.py) prices request sizes with the same LP,
-solved once on the original task list; the LP (configuration_duals, over SciPy's HiGHS) and its
-knapsack (best_pattern) are shared from there.
+tessera-fill's hole term prices request sizes with the same LP, solved on its workload prior; the
+LP (configuration_duals, over SciPy's HiGHS) and its knapsack (best_pattern) come from
+scheduling/simulator/fill/packing.py.
 """
 
 from __future__ import annotations
@@ -48,12 +48,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from scheduling.engine.fgd.model import MILLI, Task  # noqa: E402
-from scheduling.engine.fgd.tessera import best_pattern, configuration_duals  # noqa: E402
 from scheduling.simulator.cli import parse_seeds  # noqa: E402
-from scheduling.simulator.fill import arrival_sequence  # noqa: E402
-from scheduling.simulator.metrics import bin_events  # noqa: E402
-from scheduling.simulator.traces import load_nodes, load_tasks  # noqa: E402
+from scheduling.simulator.fill.loop import arrival_sequence  # noqa: E402
+from scheduling.simulator.fill.metrics import bin_events  # noqa: E402
+from scheduling.simulator.fill.model import MILLI, Task  # noqa: E402
+from scheduling.simulator.fill.packing import best_pattern, configuration_duals  # noqa: E402
+from scheduling.simulator.fill.traces import load_nodes, load_tasks  # noqa: E402
 
 # ---- bounds -----------------------------------------------------------------------------------
 
@@ -178,11 +178,11 @@ def seed_bounds(nodes, trace, seed: int, forced_until: float) -> dict:
 def policy_result(nodes, trace, policy_name: str, seed: int) -> tuple[float, float | None]:
     """(unallocated % at 100% arrived, arrived % at the first dropped GPU task), run exactly as
     experiment.run_one runs it."""
-    from scheduling.engine.fgd import REGISTRY
-    from scheduling.engine.fgd.frag import FragModel
-    from scheduling.simulator.experiment import bind_policy
-    from scheduling.simulator.fill import run_fill
-    from scheduling.simulator.metrics import allocation_rate
+    from scheduling.simulator.fill import REGISTRY
+    from scheduling.simulator.fill.experiment import bind_policy
+    from scheduling.simulator.fill.frag import FragModel
+    from scheduling.simulator.fill.loop import run_fill
+    from scheduling.simulator.fill.metrics import allocation_rate
 
     policy = bind_policy(REGISTRY.get(policy_name), trace, nodes)
     fm = FragModel.from_tasks(t.task for t in trace)

@@ -11,15 +11,14 @@ import sys
 import time
 from pathlib import Path
 
-from scheduling.engine.fgd import REGISTRY
-
 from . import report
-from .experiment import run_all
+from .fill import REGISTRY
+from .fill.experiment import run_all
+from .fill.traces import TraceError, load_nodes, load_tasks
 from .run import add_run_parsers
 from .run.spec import SpecError
-from .traces import TraceError, load_nodes, load_tasks
 
-DEFAULT_POLICIES = "tessera,fgd,bestfit,gpupacking,gpuclustering,dotprod,random"
+DEFAULT_POLICIES = "tessera-fill,fgd,bestfit,gpupacking,gpuclustering,dotprod,random"
 
 
 def parse_seeds(text: str) -> list[int]:

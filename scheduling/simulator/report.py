@@ -9,8 +9,8 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-from .experiment import RunResult
-from .metrics import mean_over_runs
+from .fill.experiment import RunResult
+from .fill.metrics import mean_over_runs
 
 # The artifact's policy labels in fgd-expected-results/, by our names.
 PAPER_LABELS = {"random": "01-Random", "dotprod": "02-DotProd", "gpuclustering": "03-GpuClustering",

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from scheduling.engine.fgd import get_policy
-from scheduling.engine.fgd.frag import FragModel
-from scheduling.engine.fgd.model import Task
 from scheduling.simulator.cli import main, parse_seeds
-from scheduling.simulator.experiment import run_one
-from scheduling.simulator.fill import arrival_sequence, run_fill
-from scheduling.simulator.traces import NodeSpec, TraceTask
+from scheduling.simulator.fill import get_policy
+from scheduling.simulator.fill.experiment import run_one
+from scheduling.simulator.fill.frag import FragModel
+from scheduling.simulator.fill.loop import arrival_sequence, run_fill
+from scheduling.simulator.fill.model import Task
+from scheduling.simulator.fill.traces import NodeSpec, TraceTask
 
 TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
 OPENB = TRACES / "alibaba-gpu-v2023"
@@ -35,7 +35,7 @@ def test_arrival_sequence_drops_tasks_above_the_target():
     assert sum(t.total_milli for t in arrival_sequence(big, 3000, random.Random(1))) <= 3900
 
 
-@pytest.mark.parametrize("policy", ["tessera", "fgd", "bestfit", "gpupacking", "gpuclustering",
+@pytest.mark.parametrize("policy", ["tessera-fill", "fgd", "bestfit", "gpupacking", "gpuclustering",
                                     "dotprod", "random"])
 def test_fill_never_overcommits(policy):
     rng = random.Random(7)
@@ -77,12 +77,12 @@ def test_cli_fill_writes_json_and_html(tmp_path, capsys):
     nodes, pods = _write_tiny_trace(tmp_path)
     out, html = tmp_path / "out.json", tmp_path / "report.html"
     code = main(["fill", "--nodes", str(nodes), "--trace", str(pods), "--policies",
-                 "tessera,fgd,random", "--seeds", "1-2", "--json", str(out), "--html", str(html),
+                 "tessera-fill,fgd,random", "--seeds", "1-2", "--json", str(out), "--html", str(html),
                  "--processes", "1"])
     assert code == 0
     doc = json.loads(out.read_text())
     assert doc["experiment"] == "fill" and doc["trace"] == "tiny_pods" and doc["seeds"] == [1, 2]
-    assert set(doc["policies"]) == {"tessera", "fgd", "random"}
+    assert set(doc["policies"]) == {"tessera-fill", "fgd", "random"}
     assert set(doc["policies"]["fgd"]) == {"allocation_rate", "frag_ratio"}
     assert "100" in doc["policies"]["fgd"]["allocation_rate"]
     assert "plotly" in html.read_text()[:100_000].lower()
@@ -118,8 +118,8 @@ def test_real_default_trace_reproduces_the_paper(tmp_path):
     out = tmp_path / "out.json"
     assert main(["fill", "--nodes", str(OPENB / "openb_node_list_gpu_node.csv"),
                  "--trace", str(OPENB / "openb_pod_list_default.csv"), "--policies",
-                 "fgd,tessera", "--seeds", "42", "--json", str(out)]) == 0
+                 "fgd,tessera-fill", "--seeds", "42", "--json", str(out)]) == 0
     policies = json.loads(out.read_text())["policies"]
     fgd = policies["fgd"]["allocation_rate"]["100"]
     assert abs(fgd - 95.23) <= 0.5  # the paper's FGD, mean of its 10 seeds (± 0.10)
-    assert policies["tessera"]["allocation_rate"]["100"] >= fgd - 0.3
+    assert policies["tessera-fill"]["allocation_rate"]["100"] >= fgd - 0.3

@@ -2,8 +2,8 @@
 
 import pytest
 
-from scheduling.engine.fgd import frag as F
-from scheduling.engine.fgd.model import Task
+from scheduling.simulator.fill import frag as F
+from scheduling.simulator.fill.model import Task
 
 SHARE = F.TypicalShape(cpu=4000, gpu_milli=500, num_gpu=1, spec=None, p=0.5)
 WHOLE = F.TypicalShape(cpu=8000, gpu_milli=1000, num_gpu=1, spec=None, p=0.3)

@@ -2,8 +2,8 @@
 
 import pytest
 
-from scheduling.simulator.fill import FillResult
-from scheduling.simulator.metrics import allocation_rate, bin_events, frag_ratio, mean_over_runs
+from scheduling.simulator.fill.loop import FillResult
+from scheduling.simulator.fill.metrics import allocation_rate, bin_events, frag_ratio, mean_over_runs
 
 
 def test_bins_use_whole_percent_and_the_neighbour_rule():

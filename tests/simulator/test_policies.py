@@ -4,11 +4,11 @@ import random
 
 import pytest
 
-from scheduling.engine.fgd import REGISTRY, Registry, get_policy
-from scheduling.engine.fgd.frag import FragModel, TypicalShape
-from scheduling.engine.fgd.model import NodeState, Task, fits, place
-from scheduling.engine.fgd.policies import fgd_score
-from scheduling.engine.fgd.tessera import affinity
+from scheduling.simulator.fill import REGISTRY, Registry, get_policy
+from scheduling.simulator.fill.baselines import fgd_score
+from scheduling.simulator.fill.frag import FragModel, TypicalShape
+from scheduling.simulator.fill.model import NodeState, Task, fits, place
+from scheduling.simulator.fill.tessera_fill import affinity
 
 NODE = NodeState("G2", 64000, 100_000, (1000, 1000, 600, 0), frozenset({"share"}))  # idle 2600
 FRESH = NodeState("G2", 64000, 100_000, (1000,) * 4)
@@ -76,7 +76,7 @@ def test_tessera_breaks_fgd_ties_by_task_class():
     mixed = only_share._replace(tags=frozenset({"share", "1gpu"}))
     assert [affinity(n, SHARE) for n in (only_share, mixed, FRESH)] == [2, 1, 0]
     fm = FragModel([TypicalShape(0, 500, 1, None, 1.0)])
-    tessera = get_policy("tessera")
+    tessera = get_policy("tessera-fill")
     assert tessera.score(only_share, SHARE, fm) > tessera.score(mixed, SHARE, fm)
 
 
@@ -92,7 +92,7 @@ def test_fits_and_place():
 
 
 def test_registry_refuses_duplicates_and_unknown_names():
-    assert set(REGISTRY.names()) == {"tessera", "fgd", "bestfit", "gpupacking", "gpuclustering",
+    assert set(REGISTRY.names()) == {"tessera-fill", "fgd", "bestfit", "gpupacking", "gpuclustering",
                                      "dotprod", "random"}
     registry = Registry()
     registry.register(get_policy("fgd"))

@@ -1,22 +1,19 @@
-"""Tessera's CPU-aware term and model-pressure term: what they count, and when they apply."""
+"""tessera-fill's CPU-aware term and model-pressure term: what they count, and when they apply."""
 
 import random
 
-from scheduling.engine.fgd import get_policy
-from scheduling.engine.fgd.frag import FragModel, TypicalShape
-from scheduling.engine.fgd.model import NodeState, Task
-from scheduling.engine.fgd.tessera import (
-    TesseraPolicy,
+from scheduling.simulator.fill import get_policy
+from scheduling.simulator.fill.experiment import bind_policy
+from scheduling.simulator.fill.frag import FragModel, TypicalShape
+from scheduling.simulator.fill.loop import run_fill
+from scheduling.simulator.fill.model import NodeState, Task
+from scheduling.simulator.fill.tessera_fill import (
+    TesseraFillPolicy,
     cpu_per_gpu,
-    hole_values,
-    item_prices,
     model_pressure,
-    simplex_max,
     stranded,
 )
-from scheduling.simulator.experiment import bind_policy
-from scheduling.simulator.fill import run_fill
-from scheduling.simulator.traces import NodeSpec, TraceTask
+from scheduling.simulator.fill.traces import NodeSpec, TraceTask
 
 FM = FragModel([TypicalShape(4000, 1000, 1, None, 1.0)])
 CPU_ONLY = Task(8000, 1, 0, 0)
@@ -35,7 +32,7 @@ def test_stranded_counts_gpus_the_cpu_cannot_feed():
 
 
 def test_cpu_only_tasks_go_where_they_strand_no_gpu():
-    tessera = TesseraPolicy(cpg=4000)
+    tessera = TesseraFillPolicy(cpg=4000)
     lean = NodeState("G2", 12_000, 1, (1000, 1000, 1000))  # every core is needed
     rich = NodeState("T4", 104_000, 1, (1000, 1000))
     # FGD scores both 50: the 4-core shape still fits. Only `lean` is left short of CPU.
@@ -44,14 +41,14 @@ def test_cpu_only_tasks_go_where_they_strand_no_gpu():
 
 def test_relieving_a_cpu_poor_node_earns_nothing():
     """Only new stranding counts, so unconstrained tasks are not pulled onto CPU-poor nodes."""
-    tessera, fgd = TesseraPolicy(cpg=16_000), get_policy("fgd")
+    tessera, fgd = TesseraFillPolicy(cpg=16_000), get_policy("fgd")
     poor = NodeState("P100", 8000, 1, (1000, 1000))
     task = Task(2000, 1, 1, 1000)
     assert tessera.score(poor, task, FM)[0] == fgd.score(poor, task, FM)
 
 
 def test_constrained_tasks_skip_the_cpu_term():
-    tessera = TesseraPolicy(cpg=4000)
+    tessera = TesseraFillPolicy(cpg=4000)
     lean = NodeState("G2", 12_000, 1, (1000, 1000, 1000))
     task = Task(8000, 1, 1, 1000, frozenset({"G2"}))
     assert tessera.score(lean, task, FM)[0] == get_policy("fgd").score(lean, task, FM)
@@ -60,14 +57,14 @@ def test_constrained_tasks_skip_the_cpu_term():
 def test_unbound_tessera_is_fgd_plus_affinity():
     node = NodeState("G2", 12_000, 1, (1000, 600))
     task = Task(8000, 1, 1, 400)
-    assert get_policy("tessera").score(node, task, FM)[0] == get_policy("fgd").score(node, task, FM)
+    assert get_policy("tessera-fill").score(node, task, FM)[0] == get_policy("fgd").score(node, task, FM)
 
 
 def test_bound_tessera_fills_without_overcommitting():
     nodes = [NodeSpec("g", 24_000, 1 << 20, 2, "G2"), NodeSpec("t", 104_000, 1 << 20, 2, "T4")]
     seq = [Task(20_000, 1, 0, 0), Task(10_000, 1, 1, 1000), Task(10_000, 1, 1, 1000),
            Task(4000, 1, 1, 500), Task(4000, 1, 1, 500)]
-    policy = get_policy("tessera").for_workload(seq)
+    policy = get_policy("tessera-fill").for_workload(seq)
     result = run_fill(nodes, seq, policy, FragModel.from_tasks(seq), random.Random(1))
     assert result.failed == 0 and result.used[-1] == 3000
 
@@ -82,7 +79,7 @@ def test_model_pressure_is_constrained_demand_over_capacity():
 
 
 def test_free_gpu_tasks_keep_off_models_constrained_tasks_need():
-    tessera = TesseraPolicy(cpg=4000, pressure={"T4": 0.9})
+    tessera = TesseraFillPolicy(cpg=4000, pressure={"T4": 0.9})
     t4 = NodeState("T4", 104_000, 1, (1000, 1000))
     g2 = t4._replace(model="G2")
     free = Task(4000, 1, 1, 1000)
@@ -95,30 +92,8 @@ def test_bind_policy_passes_capacity_per_model():
     nodes = [NodeSpec("a", 8000, 1, 2, "T4"), NodeSpec("b", 8000, 1, 2, "T4"),
              NodeSpec("c", 8000, 1, 4, "G2")]
     trace = [TraceTask("p", Task(1000, 1, 1, 1000, frozenset({"T4"})))]
-    policy = bind_policy(get_policy("tessera"), trace, nodes)
+    policy = bind_policy(get_policy("tessera-fill"), trace, nodes)
     assert policy.pressure == {"T4": 8000 / 1000 * 1000 / 4000, "G2": 0.0}
-
-
-def test_item_prices_charge_what_the_optimum_leaves_out():
-    # 2 GPUs, requests 810 x2 and 190 x2 (scaled to exactly fill them): packs perfectly, so the
-    # 810s and 190s are worth their size (price 0). Three 470s and two 810s on 3 GPUs: one
-    # 470 or 810 must share badly, so some price is above 0.
-    assert all(v == 0.0 for v in item_prices([Task(1, 1, 1, 810), Task(1, 1, 1, 190)], 2).values())
-    prices = item_prices([Task(1, 1, 1, 470)] * 3 + [Task(1, 1, 1, 810)] * 2, 3)
-    assert all(v >= 0.0 for v in prices.values()) and max(prices.values()) > 0.0
-
-
-def test_simplex_max_small_lp():
-    # max 3x + 2y, x + y <= 4, x + 3y <= 6 -> x = 4, y = 0; duals (3, 0).
-    opt, duals = simplex_max([3, 2], [[1, 1], [1, 3]], [4, 6])
-    assert abs(opt - 12) < 1e-9 and abs(duals[0] - 3) < 1e-9 and abs(duals[1]) < 1e-9
-
-
-def test_hole_values_are_the_best_fill_at_prices():
-    holes = hole_values({810: 0.0, 190: 0.0, 470: 100.0})
-    assert holes[0] == 0.0 and holes[189] == 0.0 and holes[190] == 190.0
-    assert holes[470] == 380.0 and holes[1000] == 1000.0  # 190 + 190; 810 + 190
-    assert all(a <= b for a, b in zip(holes, holes[1:], strict=False))
 
 
 def test_shares_go_where_they_waste_no_priced_room():
@@ -129,12 +104,12 @@ def test_shares_go_where_they_waste_no_priced_room():
     prices = {220: 0.0, 230: 0.0, 320: 0.0, 550: 0.0, 650: 0.0, 1000: 0.0}
     node = NodeState("G2", 64_000, 1, (450, 350))
     task = Task(4000, 1, 1, 220)
-    assert TesseraPolicy(cpg=4000).share_pick(node, task, FM, None) == 350
-    assert TesseraPolicy(cpg=4000, prices=prices).share_pick(node, task, FM, None) == 450
+    assert TesseraFillPolicy(cpg=4000).share_pick(node, task, FM, None) == 350
+    assert TesseraFillPolicy(cpg=4000, prices=prices).share_pick(node, task, FM, None) == 450
 
 
 def test_bound_tessera_learns_prices_only_with_a_node_list():
     tasks = [Task(4000, 1, 1, 810), Task(4000, 1, 1, 470), Task(4000, 1, 1, 1000)]
-    assert get_policy("tessera").for_workload(tasks).holes is None
-    bound = get_policy("tessera").for_workload(tasks, {"G2": 3000})
+    assert get_policy("tessera-fill").for_workload(tasks).holes is None
+    bound = get_policy("tessera-fill").for_workload(tasks, {"G2": 3000})
     assert bound.holes is not None and len(bound.holes) == 1001

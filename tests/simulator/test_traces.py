@@ -2,7 +2,7 @@
 
 import pytest
 
-from scheduling.simulator.traces import TraceError, load_nodes, load_tasks
+from scheduling.simulator.fill.traces import TraceError, load_nodes, load_tasks
 
 POD_HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
 NODE_HEADER = "sn,cpu_milli,memory_mib,gpu,model\n"

@@ -9,7 +9,7 @@ import csv
 from pathlib import Path
 from typing import NamedTuple
 
-from scheduling.engine.fgd.model import MILLI, Task
+from .model import MILLI, Task
 
 TRACE_SOURCE = (
     "github.com/alibaba/clusterdata, folder cluster-trace-gpu-v2023/csv/ "

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from .fill import FillResult
+from .loop import FillResult
 
 MAX_BIN = 130
 

@@ -1,4 +1,5 @@
-"""The six policies of the FGD paper, scored as the artifact's score plugins do.
+"""The six policies of the FGD paper, the fill experiment's baselines, scored as the artifact's
+score plugins do.
 
 Scores are integers 0..100 like kube-scheduler's, so small differences tie; the simulator breaks
 ties by a seeded node order, as the artifact's scheduler does. Normalisers follow the artifact:

@@ -12,10 +12,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduling.engine.fgd.frag import FragModel
-from scheduling.engine.fgd.model import MILLI, NodeState, Task, fits, place
-from scheduling.engine.fgd.registry import Policy
-
+from .frag import FragModel
+from .model import MILLI, NodeState, Task, fits, place
+from .registry import Policy
 from .traces import NodeSpec, TraceTask
 
 TUNE = 1.3  # inflate the workload until requests reach 130% of GPU capacity

@@ -8,12 +8,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from scheduling.engine.fgd import REGISTRY
-from scheduling.engine.fgd.frag import FragModel
-from scheduling.engine.fgd.registry import Policy
-
-from .fill import arrival_sequence, run_fill
+from . import REGISTRY
+from .frag import FragModel
+from .loop import arrival_sequence, run_fill
 from .metrics import allocation_rate, frag_ratio
+from .registry import Policy
 from .traces import NodeSpec, TraceTask
 
 MAX_PROCESSES = 2  # the build machines are shared
@@ -31,7 +30,7 @@ class RunResult:
 
 def bind_policy(policy: Policy, trace: list[TraceTask],
                 nodes: list[NodeSpec] | None = None) -> Policy:
-    """Policies that learn from the workload (tessera) get the original task list and, given
+    """Policies that learn from the workload (tessera-fill) get the original task list and, given
     the node list, the cluster's GPU milli per model."""
     bind = getattr(policy, "for_workload", None)
     if not bind:
