@@ -31,6 +31,8 @@ class Features:
     production_shares: bool = True  # production inference with no free slice shares a whole-mode
     #                                 GPU rather than taking a whole one (needs gang and sharing)
     packing: Packing = "spread"  # "binpack" (fullest first) or "spread" (least allocated)
+    priority_preemption: bool = False  # preempt may stop any lower-class pod, whatever its team or
+    #                                    quota (kube-scheduler's DefaultPreemption)
 
     # --- limits: how much work an action may do per cycle, and its thresholds ---------------------
     preempt_attempts: int = 24           # waiting jobs reclaim/preempt look for victims for

@@ -22,6 +22,7 @@ class Policy:
     name: str
     features: Features
     actions: tuple[str, ...] = ALL_ACTIONS
+    doc: str = ""  # for a baseline: which real feature each part models, and what it leaves out
 
     def __post_init__(self) -> None:
         for name in self.actions:
@@ -61,9 +62,36 @@ register(Policy(
     actions=("allocate", "backfill", "reclaim", "preempt", "consolidate", "repartition"),
 ))
 
-# Kubernetes as shipped: GPUs are opaque integers (a sub-GPU job takes a whole GPU), no MIG,
-# no sharing, least-allocated spreading, pods placed one by one (no gangs), no topology.
-register(Policy(name="k8s-default", features=Features(packing="spread"), actions=("allocate",)))
+# --- baselines: documented models of real schedulers, for `simulate run` -----------------------
+# Each is as strong as the real system configured well, so a lead over it means something.
+
+# Kept only as a floor: the model of plain Kubernetes before issue 12, whose figures the README
+# once compared against. The simulator's backend counts serving against the same per-team
+# ResourceQuota as that team's training (simulator/run/policies.py), and nothing preempts.
+register(Policy(
+    name="k8s-naive", features=Features(packing="spread"), actions=("allocate",),
+    doc="Floor only: kube-scheduler spread on integer GPUs, pods one by one, no preemption; "
+        "serving counted against its team's training ResourceQuota.",
+))
+
+register(Policy(
+    name="k8s-default",
+    features=Features(packing="spread", priority_preemption=True, memory_aware=True, min_runtime_s=0.0),
+    actions=("allocate", "preempt"),
+    doc="""Kubernetes as shipped, configured as a production GPU cluster is.
+    Models: kube-scheduler's NodeResourcesFit LeastAllocated scoring (spread); the NVIDIA device
+    plugin's integer nvidia.com/gpu (a sub-GPU pod takes a whole GPU); PriorityClasses with
+    DefaultPreemption (a pending pod stops lower-priority pods of any namespace on the node
+    where the fewest, lowest go; it waits for their graceful termination, then binds); node
+    affinity on GPU Feature Discovery's memory label (memory_aware); one ResourceQuota per team
+    namespace at the team's burst limit, counting every non-terminal pod, pending ones too, with
+    serving in a namespace of its own (the simulator's backend, simulator/run/policies.py).
+    Leaves out: gangs (a job's pods are placed one by one and may hold GPUs while others wait),
+    MIG and sharing, topology-aware placement, PodDisruptionBudgets (none in the workload), the
+    scheduler's percentageOfNodesToScore sampling (it scores every node), and
+    nominatedNodeName (freed GPUs go to the highest class waiting at the next cycle, which
+    is what the nomination protects in practice).""",
+))
 
 # Best fit on integer GPUs with memory-bounded sharing and gangs, no MIG, topology or tiers:
 # the BestFit baseline of the fragmentation experiments.

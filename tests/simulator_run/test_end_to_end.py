@@ -30,7 +30,8 @@ def test_quick_example_tessera_beats_k8s_default(tmp_path, capsys):
                 "wait_p95_s", "production_wait_p99_s", "oom_failures", "preemptions", "lost_gpu_hours",
                 "training_goodput", "cost_total", "cost_by_tier", "on_demand_only_cost"):
         assert key in t and key in k
-    assert t["gpu_utilization"] > 1.2 * k["gpu_utilization"]
+    # k8s-default is the fair model (issue 12): a plain lead here, no margin claimed.
+    assert t["gpu_utilization"] > k["gpu_utilization"]
     assert t["training_goodput"] > k["training_goodput"]
     assert t["oom_failures"] == 0
     # The ≤ 0.5 target is the 256-GPU scenario's (README); this 32-GPU example has one on-demand

@@ -45,7 +45,7 @@ def preempt(session: Session) -> None:
         victim = member.known_job
         if not victim.preemptible or victim.priority >= job.priority:
             return False
-        if victim.team == job.team or member.borrowed:
+        if victim.team == job.team or member.borrowed or session.features.priority_preemption:
             return True
         return job.production and within
     _evict_for(session, eligible, PreemptReason.PREEMPT, need_guarantee=False)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from scheduling.engine.types import PRIORITY_CLASSES, Job, Queue, Running, Snapshot
+from scheduling.engine.types import PRIORITY_CLASSES, PRODUCTION, Job, Queue, Running, Snapshot
 
 from .cluster import NodeInfo, allocation_memory, allocation_units, engine_node
 from .jobs import WAITING, Member, SimJob
@@ -97,7 +97,8 @@ class Backend:
             self.residents.setdefault(key, {})[(job.spec.job_id, member)] = 0.0 if job.doomed else need
         placed = Member(node, tuple(allocations), now, borrowed, units, waste)
         job.bound[member] = placed
-        self.team_units[job.spec.team] = self.team_units.get(job.spec.team, 0.0) + units
+        space = self.namespace(job)
+        self.team_units[space] = self.team_units.get(space, 0.0) + units
         job.engine_jobs = None
         return placed
 
@@ -111,7 +112,7 @@ class Backend:
                 self.node_cache.pop(placed.node, None)
             residents = self.residents.get((placed.node, alloc.gpu_index), {})
             residents.pop((job.spec.job_id, member), None)
-        self.team_units[job.spec.team] -= placed.units
+        self.team_units[self.namespace(job)] -= placed.units
         job.engine_jobs = None
         return placed
 
@@ -168,22 +169,31 @@ class Backend:
             out.append(view)
         return out
 
+    def namespace(self, job: SimJob) -> str:
+        """The Kubernetes namespace whose ResourceQuota a job's pods count against: its team's,
+        or (serving apart) a serving namespace whose quota is sized to its peak and never binds."""
+        if self.mode.serving_apart and job.spec.priority == PRODUCTION:
+            return f"{job.spec.team}/serving"
+        return job.spec.team
+
     def admitted(self, jobs: list[SimJob]) -> list[Job]:
-        """Pending engine jobs. Without the engine's quotas a team is only capped at its burst
-        limit, as a Kubernetes ResourceQuota would (pods beyond it are not created)."""
+        """Pending engine jobs. Without the engine's quotas a team namespace is only capped at
+        the team's burst limit, as a Kubernetes ResourceQuota would (pods beyond it are not
+        created; pending pods count)."""
         out = []
         headroom = dict(self.team_units)
         for job in jobs:
             if job.state != WAITING:
                 continue
             pods = self.engine_jobs(job)
-            cap = self.caps.get(job.spec.team)
+            space = self.namespace(job)
+            cap = self.caps.get(space)
             if not self.mode.quota and cap is not None:
                 units = sum(self.pod_units(p) for p in pods)
-                used = headroom.get(job.spec.team, 0.0)
+                used = headroom.get(space, 0.0)
                 if used + units > cap + 1e-9:
                     continue
-                headroom[job.spec.team] = used + units
+                headroom[space] = used + units
             out.extend(pods)
         return out
 
@@ -192,7 +202,7 @@ class Backend:
             return float(pod.gpus * pod.gang_size)
         if self.mode.timeslice:
             return pod.gang_size / REPLICAS
-        if not self.mode.memory_aware:
+        if self.mode.whole:
             return float(pod.gang_size)  # integer GPUs: a sub-GPU pod takes a whole one
         return pod.gang_size * min(1.0, pod.gpu_memory_gb / self.min_gpu_memory)
 

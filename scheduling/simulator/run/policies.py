@@ -27,6 +27,12 @@ if TIMESLICE not in POLICIES:
                                         actions=("allocate",)))
 
 
+# Policies whose serving counts against its team's namespace ResourceQuota together with that
+# team's training (the straw man of issue 12, kept as a floor). Every other policy without the
+# engine's quotas gives serving a namespace and quota of its own, as real clusters do.
+SERVING_IN_TEAM_QUOTA = frozenset({"k8s-naive"})
+
+
 @dataclass(frozen=True)
 class Mode:
     name: str
@@ -34,13 +40,15 @@ class Mode:
     mig: bool         # GPUs may start in MIG mode
     quota: bool       # the engine enforces quotas; else the backend caps teams at burst_limit
     timeslice: bool   # memory-ignorant slots; the backend checks memory (OOM)
-    memory_aware: bool
+    whole: bool       # integer GPUs: a sub-GPU pod takes (and counts as) a whole GPU
+    serving_apart: bool  # production serving is outside its team's namespace quota
 
 
 def mode_for(name: str) -> Mode:
     features, _ = get_policy(name).build()
     return Mode(name=name, gang=features.gang, mig=features.mig, quota=features.quota,
-                timeslice=name == TIMESLICE, memory_aware=features.memory_aware)
+                timeslice=name == TIMESLICE, whole=not (features.mig or features.sharing),
+                serving_apart=name not in SERVING_IN_TEAM_QUOTA)
 
 
 def known_policies() -> tuple[str, ...]:
