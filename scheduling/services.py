@@ -28,6 +28,8 @@ from scheduling.selectors import cluster_gpu_models, priority_classes_for, team_
 MAX_CPU_CORES = 512
 MIN_CHECKPOINT_INTERVAL_S = 60
 MAX_CHECKPOINT_SAVE_S = 3600
+# A checkpoint interval or expected runtime above a year is a typo, and far below the column's 2**31 - 1.
+MAX_JOB_SECONDS = 366 * 24 * 3600
 
 RELEASE_STATUSES = {
     "preempted": Job.Status.PREEMPTED,
@@ -82,7 +84,7 @@ def job_release(*, job_id: int, at: datetime, reason: str, progress_s: float | N
 
 
 def _resources_errors(*, gpus, gpu_memory_gb, gpu_model, gang, cpu_cores, memory_gb,
-                      checkpoint_interval_s, checkpoint_save_s=None) -> dict[str, str]:
+                      checkpoint_interval_s, checkpoint_save_s=None, expected_runtime_s=None) -> dict[str, str]:
     errors = {}
     models = cluster_gpu_models()
     if gpus < 0:
@@ -109,6 +111,9 @@ def _resources_errors(*, gpus, gpu_memory_gb, gpu_model, gang, cpu_cores, memory
         errors["checkpoint_interval_s"] = f"Checkpoint at most every {MIN_CHECKPOINT_INTERVAL_S} s."
     if checkpoint_save_s is not None and not 1 <= checkpoint_save_s <= MAX_CHECKPOINT_SAVE_S:
         errors["checkpoint_save_s"] = f"A checkpoint's save time must be from 1 to {MAX_CHECKPOINT_SAVE_S} s."
+    for name, seconds in (("checkpoint_interval_s", checkpoint_interval_s), ("expected_runtime_s", expected_runtime_s)):
+        if seconds is not None and seconds > MAX_JOB_SECONDS:
+            errors[name] = f"At most {MAX_JOB_SECONDS} s (a year)."
     return errors
 
 
@@ -154,7 +159,8 @@ def job_submit(*, user, team, name: str, kind: str, priority_class: str, gpus: i
         gpus = 0
     errors = _resources_errors(gpus=gpus, gpu_memory_gb=gpu_memory_gb, gpu_model=gpu_model, gang=gang,
                                cpu_cores=cpu_cores, memory_gb=memory_gb,
-                               checkpoint_interval_s=checkpoint_interval_s, checkpoint_save_s=checkpoint_save_s)
+                               checkpoint_interval_s=checkpoint_interval_s, checkpoint_save_s=checkpoint_save_s,
+                               expected_runtime_s=expected_runtime_s)
     if errors:
         raise ValidationError(errors)
     last = Job.objects.filter(team=team, status__in=Job.WAITING_STATUSES).aggregate(m=Max("queue_order"))["m"]

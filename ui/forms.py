@@ -4,6 +4,7 @@ from django import forms
 
 from scheduling import sizing
 from scheduling.models import Job
+from scheduling.services import MAX_JOB_SECONDS
 
 
 class JobSubmitForm(forms.Form):
@@ -21,11 +22,13 @@ class JobSubmitForm(forms.Form):
     gang = forms.BooleanField(required=False, initial=True, help_text="All GPUs at once or none.")
     cpu_cores = forms.FloatField(min_value=0.1, initial=4, label="CPU cores")
     memory_gb = forms.FloatField(min_value=0, initial=32, label="Host memory (GiB)")
-    checkpoint_interval_s = forms.IntegerField(required=False, min_value=0, label="Checkpoint interval (s)")
+    checkpoint_interval_s = forms.IntegerField(required=False, min_value=0, max_value=MAX_JOB_SECONDS,
+                                               label="Checkpoint interval (s)")
     checkpoint_save_s = forms.IntegerField(required=False, min_value=1, max_value=3600,
                                            label="Checkpoint save time (s)",
                                            help_text="How long a save takes: the pods' grace on SIGTERM.")
-    expected_runtime_s = forms.IntegerField(required=False, min_value=1, label="Expected runtime (s)")
+    expected_runtime_s = forms.IntegerField(required=False, min_value=1, max_value=MAX_JOB_SECONDS,
+                                            label="Expected runtime (s)")
     image = forms.CharField(required=False, max_length=300, label="Container image")
     command = forms.CharField(required=False, max_length=1000, widget=forms.Textarea(attrs={"rows": 2}))
 
@@ -35,6 +38,12 @@ class JobSubmitForm(forms.Form):
         self.fields["project"].choices = [("", "(first project)")] + [(p, p) for p in projects]
         self.fields["priority_class"].choices = [(c.name, f"{c.name} ({c.value})") for c in priority_classes]
         self.fields["gpu_model"].choices = [("", "any")] + [(m, m) for m in gpu_models]
+
+
+class PriorityForm(forms.Form):
+    """A lead's change of a job's priority class (the class itself is checked by the service)."""
+
+    priority_class = forms.CharField(max_length=40)
 
 
 class SizingForm(forms.Form):

@@ -15,7 +15,7 @@ from portal.models import Membership, Project, Team
 from scheduling import services, sizing
 from scheduling.selectors import cluster_gpu_models, priority_classes_for, team_queue
 from ui import cluster_view, selectors
-from ui.forms import JobSubmitForm, SizingForm
+from ui.forms import JobSubmitForm, PriorityForm, SizingForm
 
 DASHBOARD_ROWS = 25
 # The charts have hourly buckets, so a minute-old copy loses nothing and saves two heavy queries.
@@ -151,8 +151,11 @@ def queue_move(request, team):
 @require_POST
 def job_priority(request, pk):
     job = selectors.job_get(request.user, pk)
+    form = PriorityForm(request.POST)
     try:
-        services.job_reprioritise(user=request.user, job=job, priority_class=request.POST.get("priority_class", ""))
+        if not form.is_valid():
+            raise ValidationError(form.errors["priority_class"])
+        services.job_reprioritise(user=request.user, job=job, priority_class=form.cleaned_data["priority_class"])
     except ValidationError as error:
         messages.error(request, "; ".join(error.messages))
     else:

@@ -172,3 +172,13 @@ def test_simulated_workloads_confirm_through_the_same_service(mine, tmp_path):
     assert (record.checkpoint_id, record.pod_name) == (request_id, mine.pod)
     mine.job.refresh_from_db()
     assert mine.job.progress_s == record.progress_s
+
+
+def test_a_saved_at_offset_postgresql_lacks_is_stored_in_utc(mine):
+    """Python parses offsets up to ±23:59, PostgreSQL stores ±15:59 (issue 15, item 6)."""
+    moment = (timezone.now() - timedelta(seconds=5)).astimezone(timezone.get_fixed_timezone(16 * 60))
+    answer = post(mine.token, saved(mine, saved_at=moment.isoformat()))
+    assert answer.status_code == 201, answer.content
+    assert datetime.fromisoformat(answer.json()["saved_at"]) == moment
+    assert post(mine.token, saved(mine, checkpoint_id="periodic", saved_at="0001-01-01T00:00:00+01:00")
+                ).status_code == 400

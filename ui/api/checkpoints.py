@@ -13,13 +13,13 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import exceptions, serializers, status
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
-from rest_framework.parsers import JSONParser
 from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from checkpoints import services
 from checkpoints.models import CheckpointConfirmation, CheckpointToken
+from portal.api_input import JSONParser, as_utc
 
 
 class CheckpointTokenAuthentication(BaseAuthentication):
@@ -86,7 +86,10 @@ class Rfc3339Field(serializers.DateTimeField):
             parsed = None
         if parsed is None or parsed.tzinfo is None:
             self.fail("invalid")
-        return parsed
+        try:
+            return as_utc(parsed)  # PostgreSQL stores offsets up to ±15:59 only
+        except ValueError:
+            self.fail("invalid")
 
 
 class ConfirmSerializer(serializers.Serializer):

@@ -1,24 +1,25 @@
 import django_filters
 
+from portal.api_input import FilterSet, UtcDateTimeFilter
 from scheduling.models import Job, Node
 
 
-class JobFilter(django_filters.FilterSet):
+class JobFilter(FilterSet):
     team = django_filters.CharFilter(field_name="team__name")
     project = django_filters.CharFilter(field_name="project__name")
     status = django_filters.MultipleChoiceFilter(choices=Job.Status.choices)
     kind = django_filters.ChoiceFilter(choices=Job.Kind.choices)
     priority_class = django_filters.CharFilter(field_name="priority_class__name")
     submitted_by = django_filters.CharFilter(field_name="submitted_by__username")
-    submitted_after = django_filters.IsoDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
-    submitted_before = django_filters.IsoDateTimeFilter(field_name="submitted_at", lookup_expr="lt")
+    submitted_after = UtcDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
+    submitted_before = UtcDateTimeFilter(field_name="submitted_at", lookup_expr="lt")
 
     class Meta:
         model = Job
         fields = ["team", "project", "status", "kind", "priority_class", "submitted_by", "borrowed"]
 
 
-class NodeFilter(django_filters.FilterSet):
+class NodeFilter(FilterSet):
     tier = django_filters.CharFilter(field_name="tier__name")
     leaf = django_filters.CharFilter(field_name="leaf_switch__name")
 

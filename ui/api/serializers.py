@@ -5,6 +5,7 @@ from rest_framework import serializers
 from portal.models import Team
 from scheduling.engine.reasons import WaitingReason
 from scheduling.models import Job
+from scheduling.services import MAX_JOB_SECONDS
 
 
 def waiting_reason_field(**kwargs) -> serializers.ChoiceField:
@@ -58,10 +59,12 @@ class JobSubmitSerializer(serializers.Serializer):
     gang = serializers.BooleanField(default=True)
     cpu_cores = serializers.FloatField(min_value=0.1, default=1)
     memory_gb = serializers.FloatField(min_value=0, default=8)
-    checkpoint_interval_s = serializers.IntegerField(min_value=0, required=False, allow_null=True, default=None)
+    checkpoint_interval_s = serializers.IntegerField(min_value=0, max_value=MAX_JOB_SECONDS, required=False,
+                                                     allow_null=True, default=None)
     checkpoint_save_s = serializers.IntegerField(min_value=1, max_value=3600, required=False, allow_null=True,
                                                  default=None, help_text="Seconds a checkpoint takes to write.")
-    expected_runtime_s = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
+    expected_runtime_s = serializers.IntegerField(min_value=1, max_value=MAX_JOB_SECONDS, required=False,
+                                                  allow_null=True, default=None)
     image = serializers.CharField(required=False, allow_blank=True, max_length=300, default="")
     command = serializers.CharField(required=False, allow_blank=True, max_length=1000, default="")
 
