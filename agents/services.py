@@ -41,9 +41,19 @@ def _on_commit(dispatch: Dispatch | None, ids: list[int]) -> None:
 
 # -- poll_agents: heartbeats, GPU readings, reclaim notices, lost nodes ------------------------------
 
+def database_now() -> datetime:
+    """The database's clock. Heartbeats are written and judged by it, so every worker agrees on a
+    node's silence whatever its own clock says (one 60 s fast would otherwise find every node lost)."""
+    if connection.vendor != "postgresql":  # the embedded demo: one process, one clock
+        return timezone.now()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement_timestamp()")
+        return cursor.fetchone()[0]
+
+
 def agents_poll(*, backend: Backend, telemetry: Telemetry, now: datetime | None = None,
                 dispatch: Dispatch | None = None) -> dict:
-    now = now or timezone.now()
+    now = now or database_now()
     nodes = list(Node.objects.select_related("tier"))
     inventory = {item.name: item for item in backend.inventory()}
     readings = telemetry.read([(node.name, node.agent_url) for node in nodes])

@@ -8,6 +8,7 @@ import threading
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from agents.node_agent.collector import collect
@@ -95,3 +96,27 @@ def test_reading_from_report_drops_values_that_are_no_measurement():
     assert [g.utilisation for g in reading.gpus][:2] == [None, None]
     assert reading.gpus[2].memory_used_gb is None
     assert reading.gpus[3].utilisation is not None
+
+
+def test_a_worker_clock_a_minute_fast_neither_writes_nor_judges_heartbeats(cluster, monkeypatch):
+    """Heartbeats are the database's time: a fast worker records the true time, and a poll it runs
+    when no agent answers (one missed poll) marks no node lost (issue 15, item 7)."""
+    class Silent:  # a poll in which neither the cluster API nor an agent answered
+        def inventory(self):
+            return []
+
+        def read(self, nodes):
+            return {}
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement_timestamp()")
+        truth = cursor.fetchone()[0]
+    Node.objects.update(last_heartbeat=truth)
+    real_now = timezone.now
+    monkeypatch.setattr(timezone, "now", lambda: real_now() + timedelta(seconds=60))
+    result = agents_poll(backend=Silent(), telemetry=Silent())
+    assert result["lost"] == []
+    assert set(Node.objects.values_list("state", flat=True)) == {"ready"}
+    agents_poll(backend=cluster, telemetry=cluster)
+    for heartbeat in Node.objects.values_list("last_heartbeat", flat=True):
+        assert abs((heartbeat - truth).total_seconds()) < 30
