@@ -6,7 +6,7 @@ import pytest
 
 from scheduling.simulator.run.cluster import comm_efficiency
 from scheduling.simulator.run.loop import Simulation, run_policy
-from scheduling.simulator.run.measure import percentile
+from scheduling.simulator.run.measure import NodeBill, percentile
 
 from .helpers import cluster_doc, group, job, load
 
@@ -24,11 +24,54 @@ def test_whole_gpu_job_allocation_cost_and_goodput(tmp_path):
     assert r["gpu_allocation"] == pytest.approx(2 * 1800 / (8 * HOUR), abs=1e-4)
     assert r["gpu_utilization"] == pytest.approx(r["gpu_allocation"], abs=1e-4)
     assert r["memory_waste"] == pytest.approx(0.0, abs=1e-4)  # needs all 80 GB of both GPUs
-    assert r["completed"] == 1 and r["jct_p50_s"]["training"] == 1800
-    assert r["cost_total"] == pytest.approx(2 * 0.5 * 2.5, abs=0.01)
-    assert r["on_demand_only_cost"] == pytest.approx(2 * 0.5 * 6.9, abs=0.01)
+    assert r["completed"] == 1 and r["jct_p50_s"]["training"] == 1800 and r["jct_mean_s"]["training"] == 1800
+    assert r["queue_delay_p95_s"]["training"] == 0
+    # Reserved capacity bills whether used or not: all 8 GPUs for the hour, not the 1 GPU-hour used.
+    assert r["cost_total"] == pytest.approx(8 * 1.0 * 2.5, abs=0.01)
     assert r["cost_by_tier"]["reserved"] == pytest.approx(r["cost_total"])
+    assert r["on_demand_only_cost"] == pytest.approx(2 * 0.5 * 6.9, abs=0.01)  # the GPU-hours used
+    assert r["cost_per_useful_gpu_hour"] == pytest.approx(20.0 / 1.0, abs=0.01)
     assert r["training_goodput"] == pytest.approx(2 * 0.5 / 1.0, abs=1e-3)  # GPU-h per hour
+
+
+def test_elastic_nodes_bill_from_first_pod_until_empty_for_the_scale_down_delay(tmp_path):
+    # On-demand node: jobs [0, 1800] and [2000, 2600] (gap 200 s < 600 s: one period), then empty
+    # until the horizon at 7200: billed [0, 2600 + 600] = 3200 s of all 8 GPUs.
+    doc = cluster_doc(groups=[group(tier="on-demand")])
+    rows = [job("a", duration=1800, gpus=2, mem=80), job("b", submit=2000, duration=600, gpus=1),
+            job("end", submit=2 * HOUR, gpus=1)]
+    r = _run(tmp_path, rows, doc=doc)
+    assert r["cost_by_tier"]["on-demand"] == pytest.approx(8 * 3200 / 3600 * 6.9, abs=0.01)
+    assert r["cost_total"] == r["cost_by_tier"]["on-demand"]
+    assert r["capacity_cost"] == pytest.approx(8 * 2 * 6.9, abs=0.01)  # what an always-on node costs
+
+
+def test_node_bill_merges_periods_closer_than_the_delay():
+    bill = NodeBill(linger_s=600)
+    assert bill.bind(0) is None
+    bill.release(100)
+    assert bill.bind(500) is None  # 400 s empty: still billed, same period
+    bill.release(1000)
+    assert bill.bind(5000) == (0, 1600)  # empty 4000 s: the first period ended 600 s after 1000
+    assert bill.close(6000) == (5000, 6000)  # still busy at the end
+    assert bill.close(7000) is None
+
+
+def test_work_lost_to_a_preemption_is_not_useful(tmp_path):
+    # A best-effort job on the only GPU checkpoints every 1000 s but needs 300 s to save (more
+    # than the 30 s grace): when production arrives at 2500 it is stopped (5 s) and rolls back to
+    # its checkpoint at 2000. Those 505 GPU-seconds were allocated but are not useful work.
+    doc = cluster_doc(groups=[group(gpus=1)])
+    rows = [job("be", duration=10_000, gpus=1, mem=80, priority="best-effort", checkpoint_interval_s=1000,
+                checkpoint_s=300),
+            job("prod", submit=2500, duration=20_000, gpus=1, mem=80, kind="inference", priority="production"),
+            job("end", submit=5000, gpus=1)]
+    r = _run(tmp_path, rows, doc=doc)
+    assert r["preemptions"] == 1
+    assert r["rolled_back_gpu_hours"] == pytest.approx(505 / 3600, abs=0.01)
+    assert r["lost_gpu_hours"] == r["rolled_back_gpu_hours"]
+    # Useful: the 2000 s kept + prod from its start; allocation also holds the 505 s thrown away.
+    assert r["gpu_allocation"] - r["gpu_utilization"] == pytest.approx(505 / 5000, abs=1e-3)
 
 
 def test_sub_gpu_job_on_integer_gpus_counts_its_need_not_its_gpu(tmp_path):
@@ -78,8 +121,11 @@ def test_spot_reclaim_without_a_fast_checkpoint_loses_work_since_the_last_one(tm
     sim.push(2500.0, sim.on_reclaim, "n-01")  # notice 120 s < checkpoint 300 s: cannot save
     r = sim.run()
     assert r["spot_interruptions"] == 1
-    # Gone at 2620; last checkpoint at 2000: 620 s x 8 GPUs lost.
+    # Gone at 2620; last checkpoint at 2000: 620 s x 8 GPUs lost, and not counted as useful.
     assert r["lost_gpu_hours"] == pytest.approx(620 * 8 / 3600, abs=0.01)
+    assert r["rolled_back_gpu_hours"] == pytest.approx(620 * 8 / 3600, abs=0.01)
+    # Net useful is exactly the job's 10,000 s x 8 GPUs; the node was gone 1800 s of 20,000.
+    assert r["gpu_utilization"] == pytest.approx(10_000 * 8 / (8 * 18_200), abs=1e-4)
     # Requeued; the node is back after replace_s (1800 s), restore 60 s, 8000 s of work left.
     assert r["jct_p50_s"]["training"] == pytest.approx(2620 + 1800 + 60 + 8000, abs=1)
 

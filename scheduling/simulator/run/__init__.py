@@ -6,10 +6,12 @@ argparse subparsers object; `python -m scheduling.simulator.run run|generate ...
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
 from . import output
+from .knobs import add_knob_arguments, knobs_from_args
 from .policies import known_policies
 from .spec import SpecError, load_cluster, load_jobs
 
@@ -35,6 +37,7 @@ def add_run_parsers(subparsers) -> None:
     run.add_argument("--seed", type=int, default=1, help="seeds spot reclaims and the engine")
     run.add_argument("--json", type=Path, help="write the results here (atomically)")
     run.add_argument("--html", type=Path, help="write a self-contained page of charts here")
+    add_knob_arguments(run)
     run.set_defaults(handler=cmd_run)
     gen = subparsers.add_parser("generate", help="write a cluster.json + jobs.csv scenario")
     gen.add_argument("--scenario", default="mixed", choices=("mixed",))
@@ -66,12 +69,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     spec = load_cluster(args.cluster)
     jobs = load_jobs(args.workload, {t.name for t in spec.teams} or None)
     horizon = max(j.submit_s for j in jobs)
+    knobs = knobs_from_args(args)
     doc, series = {"experiment": "run", "cluster": str(args.cluster), "workload": str(args.workload),
-                   "seed": args.seed, "policies": {}}, {}
+                   "seed": args.seed, "knobs": dataclasses.asdict(knobs), "policies": {}}, {}
     for name in args.policies:
         bar, update = _progress(horizon, name)
         try:
-            doc["policies"][name], series[name] = run_policy(spec, jobs, name, args.seed, progress=update)
+            doc["policies"][name], series[name] = run_policy(spec, jobs, name, args.seed, knobs, progress=update)
         finally:
             if bar is not None:
                 bar.close()

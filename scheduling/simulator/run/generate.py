@@ -26,8 +26,10 @@ from scheduling.engine.memory import memory_need_gb
 from .output import write_atomic
 from .spec import COLUMNS
 
-PHILLY = Path(__file__).resolve().parents[4] / "shared" / "traces" / "philly" / "philly_runtime.csv"
-PHILLY_FALLBACK = Path("../shared/traces/philly/philly_runtime.csv")
+# The traces lie in shared/ beside (or above) the checkout, never inside it: a git worktree sits
+# one level deeper than the main checkout, so look up the tree rather than at one fixed depth.
+PHILLY_RELATIVE = Path("shared") / "traces" / "philly" / "philly_runtime.csv"
+PHILLY_CANDIDATES = tuple(p / PHILLY_RELATIVE for p in Path(__file__).resolve().parents[3:])
 
 PRICES = {"H100-80GB": {"reserved": 2.5, "on-demand": 6.9, "spot": 2.8},
           "A100-80GB": {"reserved": 1.5, "on-demand": 4.1, "spot": 1.7}}
@@ -223,7 +225,7 @@ def _training_row(rng: random.Random, number: int, submit: float, duration: floa
 @functools.cache
 def philly_durations() -> tuple[float, ...]:
     """Philly job runtimes (s), clipped to 10 min..24 h so that a 48 h run sees whole jobs."""
-    for path in (PHILLY, PHILLY_FALLBACK):
+    for path in PHILLY_CANDIDATES:
         if path.exists():
             with open(path, newline="") as handle:
                 values = [float(r["runtime"]) for r in csv.DictReader(handle) if r.get("runtime")]

@@ -10,34 +10,21 @@ import heapq
 import itertools
 import random
 import time
-from dataclasses import dataclass
 
 from scheduling.engine import schedule
 
 from .backend import Backend
 from .cluster import comm_efficiency, need_units, node_infos
 from .jobs import BACKOFF, DONE, RUNNING, STOPPING, WAITING, SimJob, member_layout
-from .measure import Meter
+from .knobs import DEFAULT_KNOBS, Knobs
+from .measure import Meter, NodeBill
 from .policies import SHARE_EFFICIENCY, mode_for
 from .spec import ClusterSpec, JobSpec
 
 
-@dataclass(frozen=True)
-class Knobs:
-    period_s: float = 30.0          # periodic cycle while something waits
-    recheck_s: float = 300.0        # ...but an unchanged state is re-planned only this often
-    grace_s: float = 30.0           # a preempted pod's termination grace period
-    stop_s: float = 5.0             # a pod that does not checkpoint exits this fast
-    mig_reconfig_s: float = 60.0    # mig-manager applying a new layout
-    restart_s: float = 60.0         # restore + restart of a job that ran before
-    oom_after_s: float = 30.0       # a pod that does not fit loads this long, then OOMs
-    backoff_s: float = 10.0         # crash-loop back-off, doubling...
-    backoff_max_s: float = 300.0    # ...up to this
-
-
 class Simulation:
     def __init__(self, spec: ClusterSpec, jobs: list[JobSpec], policy: str, seed: int,
-                 knobs: Knobs = Knobs(), progress=None):
+                 knobs: Knobs = DEFAULT_KNOBS, progress=None):
         self.spec, self.policy, self.seed, self.knobs = spec, policy, seed, knobs
         self.mode = mode_for(policy)
         self.infos = node_infos(spec)
@@ -51,6 +38,8 @@ class Simulation:
         self.preempts: dict[str, object] = {}   # victim id -> Preempt, until released
         self.repartitions: dict[tuple, object] = {}
         self.node_since = dict.fromkeys(self.infos, 0.0)
+        self.bills = {name: NodeBill(knobs.scale_down_s) for name, info in self.infos.items()
+                      if info.group.tier != "reserved"}
         self.dirty, self.tick_due, self.next_tick = True, False, -1.0
         self.last_plan_empty, self.last_cycle = False, -1e18
         self.cycles, self.engine_s = 0, 0.0
@@ -134,6 +123,8 @@ class Simulation:
             job, member = self.backend.pods[bind.job_id]
             member = bind.member if self.mode.gang else member
             self.backend.bind(job, member, bind.node, bind.allocations, bind.borrowed, now)
+            if bind.node in self.bills:
+                self.bill(bind.node, self.bills[bind.node].bind(now))
             self.holding[job.spec.job_id] = job
             touched[job.spec.job_id] = job
         for job in touched.values():
@@ -170,7 +161,9 @@ class Simulation:
         stall = self.knobs.restart_s if job.ran_before and job.stateful else 0.0
         job.run_since = now + stall
         self.meter.waits[job.spec.priority].append(now - job.queued_at)
-        job.first_start = job.first_start if job.first_start is not None else now
+        if job.first_start is None:
+            job.first_start = now
+            self.meter.queue_delays[job.spec.kind].append(now - job.spec.submit_s)
         self.push(job.run_since + job.remaining_wall(), self.on_finish, job, job.epoch)
 
     # --- stopping ---------------------------------------------------------------------------
@@ -208,18 +201,20 @@ class Simulation:
     def stop(self, job: SimJob, now: float, saves: bool) -> None:
         """Release every pod of a job; a job that was running keeps its progress if it saves,
         else rolls back to its last checkpoint. It waits again unless it is done."""
-        was_running = job.run_since is not None
-        if was_running:
-            self.meter.useful(job.run_since, now, job.useful)
+        if job.run_since is not None:
+            since = job.run_since
+            self.meter.useful(since, now, job.useful)
             units = sum(m.units for m in job.bound.values())
-            lost = job.stop_progress(now, saves)
-            self.meter.counts["lost_gpu_s"] += lost / job.rate * units
+            lost_wall = min(max(0.0, now - since), job.stop_progress(now, saves) / job.rate)
+            self.meter.rolled_back(now - lost_wall, now, job.useful)
+            self.meter.counts["lost_gpu_s"] += lost_wall * units
             job.ran_before = True
         for member in list(job.bound):
             placed = self.backend.release(job, member)
-            info = self.infos[placed.node]
-            self.meter.hold(placed.since, now, placed.units, placed.waste_gb, info.group.tier,
-                            info.price, info.on_demand_price)
+            self.meter.hold(placed.since, now, placed.units, placed.waste_gb,
+                            self.infos[placed.node].on_demand_price)
+            if placed.node in self.bills:
+                self.bills[placed.node].release(now)
         self.holding.pop(job.spec.job_id, None)
         self.preempts.pop(job.spec.job_id, None)
         job.epoch += 1
@@ -263,7 +258,14 @@ class Simulation:
         info = self.infos[name]
         group = info.group
         self.meter.capacity(self.node_since.pop(name), now, group.gpus_per_node,
-                            group.gpus_per_node * group.gpu_memory_gb, info.price)
+                            group.gpus_per_node * group.gpu_memory_gb, info.price, group.tier)
+        if name in self.bills:
+            self.bill(name, self.bills[name].close(now))
+
+    def bill(self, name: str, period: tuple[float, float] | None) -> None:
+        if period is not None:
+            info = self.infos[name]
+            self.meter.bill(*period, info.group.gpus_per_node, info.price, info.group.tier)
 
     def close(self, now: float) -> None:
         """End of the horizon: count what is still held, running and waiting."""
@@ -271,14 +273,15 @@ class Simulation:
             if job.run_since is not None:
                 self.meter.useful(job.run_since, now, job.useful)
             for placed in job.bound.values():
-                info = self.infos[placed.node]
-                self.meter.hold(placed.since, now, placed.units, placed.waste_gb, info.group.tier,
-                                info.price, info.on_demand_price)
+                self.meter.hold(placed.since, now, placed.units, placed.waste_gb,
+                                self.infos[placed.node].on_demand_price)
         for name in list(self.node_since):
             self.close_node(name, now)
         for job in self.jobs.values():
             if job.state in (WAITING, BACKOFF):
                 self.meter.waits[job.spec.priority].append(now - job.queued_at)  # censored
+            if job.first_start is None:
+                self.meter.queue_delays[job.spec.kind].append(now - job.spec.submit_s)  # censored
             if job.spec.kind == "training":
                 weight = job.spec.gpus or job.spec.gpu_mem_gb / self.backend.min_gpu_memory
                 self.meter.counts["training_ideal_gpu_s"] += job.progress_at(now) * weight
@@ -302,7 +305,7 @@ def poisson_times(rate_per_s: float, horizon: float, seed: str) -> list[float]:
 
 
 def run_policy(spec: ClusterSpec, jobs: list[JobSpec], policy: str, seed: int,
-               knobs: Knobs = Knobs(), progress=None) -> tuple[dict, dict]:
+               knobs: Knobs = DEFAULT_KNOBS, progress=None) -> tuple[dict, dict]:
     sim = Simulation(spec, jobs, policy, seed, knobs, progress)
     result = sim.run()
     return result, sim.meter.series_result()

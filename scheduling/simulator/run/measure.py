@@ -1,6 +1,12 @@
 """Metrics of one policy's run: time integrals over [0, horizon] (horizon = last submit), plus
 per-job samples. Everything is fed as piecewise-constant segments (value held from t0 to t1),
-so the time averages are exact, not sampled."""
+so the time averages are exact, not sampled.
+
+Useful work is counted net of what a preemption or failure later rolls back: the segment since
+the last checkpoint is added to `rolled_back` when it is lost, and utilisation is useful minus
+rolled back. Cost is what the fleet bills: reserved nodes for every second they exist, used or
+not; on-demand and spot nodes (elastic) from their first pod until they have stood empty for the
+autoscaler's scale-down delay (see NodeBill)."""
 
 from __future__ import annotations
 
@@ -31,7 +37,8 @@ class Meter:
         self.on_demand_cost = 0.0
         self.capacity_cost = 0.0
         self.jct: dict[str, list[float]] = defaultdict(list)
-        self.waits: dict[str, list[float]] = defaultdict(list)
+        self.waits: dict[str, list[float]] = defaultdict(list)        # every wait, per priority
+        self.queue_delays: dict[str, list[float]] = defaultdict(list)  # submit to first start, per kind
         self.counts: dict[str, float] = defaultdict(float)
 
     def add(self, name: str, t0: float, t1: float, value: float, series: bool = False) -> float:
@@ -48,37 +55,49 @@ class Meter:
                 bins[b] += value * max(0.0, min(hi, end) - max(lo, start)) / self.bin_s
         return hi - lo
 
-    def hold(self, t0: float, t1: float, units: float, waste_gb: float, tier: str, price: float,
-             on_demand_price: float) -> None:
+    def hold(self, t0: float, t1: float, units: float, waste_gb: float, on_demand_price: float) -> None:
         """A job member held `units` of GPU capacity (and `waste_gb` unneeded GPU memory)."""
         seconds = self.add("allocated", t0, t1, units, series=True)
         self.add("memory_waste", t0, t1, waste_gb)
-        hours = units * seconds / 3600
-        self.cost_by_tier[tier] += hours * price
-        self.on_demand_cost += hours * on_demand_price
+        self.on_demand_cost += units * seconds / 3600 * on_demand_price
 
-    def capacity(self, t0: float, t1: float, gpus: int, memory_gb: float, price: float) -> None:
+    def capacity(self, t0: float, t1: float, gpus: int, memory_gb: float, price: float, tier: str) -> None:
+        """A node existed over [t0, t1]; a reserved one bills all of it, used or not."""
         seconds = self.add("capacity", t0, t1, gpus, series=True)
         self.add("capacity_memory", t0, t1, memory_gb)
         self.capacity_cost += gpus * seconds / 3600 * price
+        if tier == "reserved":
+            self.cost_by_tier[tier] += gpus * seconds / 3600 * price
+
+    def bill(self, t0: float, t1: float, gpus: int, price: float, tier: str) -> None:
+        """An elastic (on-demand or spot) node billed over [t0, t1]."""
+        self.cost_by_tier[tier] += gpus * max(0.0, min(self.horizon, t1) - max(0.0, t0)) / 3600 * price
 
     def useful(self, t0: float, t1: float, units: float) -> None:
         self.add("useful", t0, t1, units, series=True)
 
+    def rolled_back(self, t0: float, t1: float, units: float) -> None:
+        """Useful work done over [t0, t1] that a stop threw away: it no longer counts."""
+        self.add("rolled_back", t0, t1, units, series=True)
+
     def result(self) -> dict:
         cap = self.integral["capacity"] or 1.0
-        jct = {k: {"p50": percentile(v, 50), "p95": percentile(v, 95), "n": len(v)}
-               for k, v in sorted(self.jct.items())}
+        net_useful = self.integral["useful"] - self.integral["rolled_back"]
+        jct = dict(sorted(self.jct.items()))
         order = [p for p in PRIORITY_CLASSES if p in self.waits]
         hours = self.horizon / 3600
         total = sum(self.cost_by_tier.values())
         return {
             "gpu_allocation": round(self.integral["allocated"] / cap, 4),
-            "gpu_utilization": round(self.integral["useful"] / cap, 4),
+            "gpu_utilization": round(net_useful / cap, 4),
+            "rolled_back_gpu_hours": round(self.integral["rolled_back"] / 3600, 2),
+            "capacity_gpu_hours": round(cap / 3600, 1),
             "memory_waste": round(self.integral["memory_waste"] / (self.integral["capacity_memory"] or 1), 4),
             "completed": int(self.counts["completed"]),
-            "jct_p50_s": {k: _round(v["p50"]) for k, v in jct.items()},
-            "jct_p95_s": {k: _round(v["p95"]) for k, v in jct.items()},
+            "jct_mean_s": {k: _round(sum(v) / len(v)) for k, v in jct.items()},
+            "jct_p50_s": {k: _round(percentile(v, 50)) for k, v in jct.items()},
+            "jct_p95_s": {k: _round(percentile(v, 95)) for k, v in jct.items()},
+            "queue_delay_p95_s": {k: _round(percentile(v, 95)) for k, v in sorted(self.queue_delays.items())},
             "wait_p95_s": {p: _round(percentile(self.waits[p], 95)) for p in order},
             "production_wait_p99_s": _round(percentile(self.waits.get("production", []), 99)),
             "oom_failures": int(self.counts["oom_failures"]),
@@ -87,6 +106,7 @@ class Meter:
             "lost_gpu_hours": round(self.counts["lost_gpu_s"] / 3600, 2),
             "training_goodput": round(self.counts["training_ideal_gpu_s"] / 3600 / hours, 3),
             "cost_total": round(total, 2),
+            "cost_per_useful_gpu_hour": round(total / (net_useful / 3600), 3) if net_useful > 0 else None,
             "cost_by_tier": {t: round(c, 2) for t, c in self.cost_by_tier.items()},
             "on_demand_only_cost": round(self.on_demand_cost, 2),
             "capacity_cost": round(self.capacity_cost, 2),
@@ -95,10 +115,49 @@ class Meter:
 
     def series_result(self) -> dict:
         cap = self.series["capacity"]
-        share = {name: [v / c if c else 0.0 for v, c in zip(self.series[name], cap, strict=True)]
-                 for name in ("allocated", "useful")}
+        useful = [u - r for u, r in zip(self.series["useful"], self.series["rolled_back"], strict=True)]
+        share = {name: [v / c if c else 0.0 for v, c in zip(values, cap, strict=True)]
+                 for name, values in (("allocated", self.series["allocated"]), ("useful", useful))}
         return {"t_h": [(b + 0.5) * self.bin_s / 3600 for b in range(SERIES_BINS)], **share,
                 "waits": {p: sorted(v) for p, v in self.waits.items()}}
+
+
+class NodeBill:
+    """When an elastic node is billed: from its first pod until it has stood empty for
+    `linger_s` (the autoscaler's scale-down delay), as a cluster autoscaler adds and removes
+    whole nodes. Periods closer than the delay merge into one."""
+
+    def __init__(self, linger_s: float):
+        self.linger_s = linger_s
+        self.pods = 0
+        self.start: float | None = None
+        self.idle_since: float | None = None
+
+    def bind(self, now: float) -> tuple[float, float] | None:
+        """A pod arrives; returns a finished billing period, if this starts a new one."""
+        done = None
+        if self.pods == 0:
+            if self.start is not None and self.idle_since is not None and now - self.idle_since > self.linger_s:
+                done = (self.start, self.idle_since + self.linger_s)
+                self.start = None
+            if self.start is None:
+                self.start = now
+            self.idle_since = None
+        self.pods += 1
+        return done
+
+    def release(self, now: float) -> None:
+        self.pods -= 1
+        if self.pods == 0:
+            self.idle_since = now
+
+    def close(self, now: float) -> tuple[float, float] | None:
+        """The node goes away (or the horizon ends): the open period, if any."""
+        if self.start is None:
+            return None
+        end = now if self.idle_since is None else min(now, self.idle_since + self.linger_s)
+        period, self.start, self.idle_since, self.pods = (self.start, end), None, None, 0
+        return period
 
 
 def _round(value: float | None) -> float | None:

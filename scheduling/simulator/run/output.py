@@ -10,7 +10,8 @@ from .. import report
 
 ROWS = (  # (label, metric key, sub-key or None, format)
     ("gpu_allocation", "gpu_allocation", None, "{:.3f}"),
-    ("gpu_utilization", "gpu_utilization", None, "{:.3f}"),
+    ("gpu_utilization (net)", "gpu_utilization", None, "{:.3f}"),
+    ("rolled_back_gpu_hours", "rolled_back_gpu_hours", None, "{:.1f}"),
     ("memory_waste", "memory_waste", None, "{:.3f}"),
     ("completed", "completed", None, "{}"),
     ("training_goodput (GPU-h/h)", "training_goodput", None, "{:.1f}"),
@@ -18,9 +19,11 @@ ROWS = (  # (label, metric key, sub-key or None, format)
     ("wait_p95_s interactive", "wait_p95_s", "interactive", "{:.0f}"),
     ("wait_p95_s training", "wait_p95_s", "training", "{:.0f}"),
     ("wait_p95_s best-effort", "wait_p95_s", "best-effort", "{:.0f}"),
-    ("jct_p50_s training", "jct_p50_s", "training", "{:.0f}"),
+    ("jct_mean_s training", "jct_mean_s", "training", "{:.0f}"),
     ("jct_p95_s training", "jct_p95_s", "training", "{:.0f}"),
-    ("jct_p50_s batch", "jct_p50_s", "batch", "{:.0f}"),
+    ("jct_mean_s batch", "jct_mean_s", "batch", "{:.0f}"),
+    ("queue_delay_p95_s inference", "queue_delay_p95_s", "inference", "{:.0f}"),
+    ("queue_delay_p95_s training", "queue_delay_p95_s", "training", "{:.0f}"),
     ("oom_failures", "oom_failures", None, "{}"),
     ("preemptions", "preemptions", None, "{}"),
     ("spot_interruptions", "spot_interruptions", None, "{}"),
@@ -30,6 +33,7 @@ ROWS = (  # (label, metric key, sub-key or None, format)
     ("  on-demand", "cost_by_tier", "on-demand", "{:,.0f}"),
     ("  spot", "cost_by_tier", "spot", "{:,.0f}"),
     ("on_demand_only_cost ($)", "on_demand_only_cost", None, "{:,.0f}"),
+    ("cost_per_useful_gpu_hour ($)", "cost_per_useful_gpu_hour", None, "{:.2f}"),
     ("cycles", "cycles", None, "{}"),
     ("engine seconds", "engine_s", None, "{:.0f}"),
 )
