@@ -114,8 +114,10 @@ REDIS_KEY_PREFIX = env_str("REDIS_KEY_PREFIX", "tessera")
 # One cache for every process (web workers and scheduler) when Redis is configured, so a write in
 # one invalidates what another shows; the embedded demo without Redis keeps a per-process cache.
 if env_str("REDIS_URL").startswith(("redis://", "rediss://")):
+    # Short timeouts: an unreachable cache is a miss at once, not a hung request (tessera/cache.py).
     CACHES = {"default": {"BACKEND": "tessera.cache.PrefixedRedisCache", "LOCATION": REDIS_URL,
-                          "KEY_PREFIX": REDIS_KEY_PREFIX}}
+                          "KEY_PREFIX": REDIS_KEY_PREFIX,
+                          "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 2}}}
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 # Sessions read from the cache and fall back to the database, so most requests skip the session query.

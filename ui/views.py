@@ -4,7 +4,6 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import JsonResponse
 from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
@@ -28,10 +27,6 @@ def home(request):
     others = selectors.teams_visible_to(request.user).exclude(memberships__user=request.user) \
         if access.sees_all_usage(request.user) else Team.objects.none()
     return render(request, "home.html", {"memberships": memberships, "other_teams": others})
-
-
-def healthz(request):
-    return JsonResponse({"status": "ok"})
 
 
 @login_required
