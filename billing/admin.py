@@ -1,6 +1,10 @@
+from django import forms
 from django.contrib import admin
+from django.core.exceptions import ValidationError
 
-from billing.models import Rate, UsageInterval
+from billing.closing import adjustment_create
+from billing.models import Adjustment, ClosedMonth, FrozenLine, Rate, UsageInterval
+from billing.periods import Month
 from billing.services import rate_save
 
 
@@ -38,3 +42,76 @@ class UsageIntervalAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class FrozenLineInline(admin.TabularInline):
+    model = FrozenLine
+    fields = ["kind", "business_unit_name", "team_name", "project_name", "cost_code", "tier", "gpu_model", "cost",
+              "note"]
+    readonly_fields = fields
+    can_delete = False
+    extra = 0
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(ClosedMonth)
+class ClosedMonthAdmin(ReadOnlyAdmin):
+    """Closing happens on the finance page (Billing › Closing months) or with `manage.py close_month`."""
+
+    list_display = ["month", "closed_at", "closed_by", "total_cost"]
+    inlines = [FrozenLineInline]
+
+
+class AdjustmentForm(forms.ModelForm):
+    class Meta:
+        model = Adjustment
+        fields = ["corrects", "project", "amount", "reason"]
+        help_texts = {"corrects": "Any day of the closed month it corrects.",
+                      "reason": "Why: it is printed on the statement with your name."}
+
+    def clean_corrects(self):
+        day = self.cleaned_data["corrects"].replace(day=1)
+        if not ClosedMonth.objects.filter(month=day).exists():
+            raise ValidationError(f"{day:%Y-%m} is not closed; an open month is computed live and needs no adjustment.")
+        return day
+
+    def clean_amount(self):
+        if not self.cleaned_data["amount"]:
+            raise ValidationError("An adjustment of $0.00 changes nothing.")
+        return self.cleaned_data["amount"]
+
+
+@admin.register(Adjustment)
+class AdjustmentAdmin(admin.ModelAdmin):
+    """Adjustments are added, never edited: a wrong one is corrected by another, so the trail stays."""
+
+    form = AdjustmentForm
+    list_display = ["month", "corrects", "project", "amount", "reason", "created_by", "created_at"]
+    list_filter = ["month", "corrects"]
+    list_select_related = ["project__team", "created_by"]
+    autocomplete_fields = ["project"]
+
+    def has_change_permission(self, request, obj=None):
+        return obj is None
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def save_model(self, request, obj, form, change):
+        # The service books it in the next open month and records who did it.
+        saved = adjustment_create(corrects=Month.of(obj.corrects), project=obj.project, amount=obj.amount,
+                                  reason=obj.reason, by=request.user)
+        obj.pk, obj.month, obj.created_by = saved.pk, saved.month, saved.created_by

@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 from billing.breakeven import DEFAULTS, against_references, break_even
 from billing.chargeback import chargeback_report
 from billing.forms import BreakEvenForm, MonthForm, RangeForm
-from billing.ledger import cost_by_business_unit
+from billing.lines import cost_by_business_unit
 from billing.models import Rate, UsageInterval
 from billing.periods import PeriodError
 from billing.permissions import IsFinanceOrStaff

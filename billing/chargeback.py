@@ -9,7 +9,9 @@ from decimal import ROUND_HALF_UP, Decimal
 
 from django.utils import timezone
 
-from billing.ledger import Names, NoRateError, Row, cost_by_business_unit, usage_rows
+from billing.ledger import Names, NoRateError, Row
+from billing.lines import closed_month, cost_by_business_unit, statement_rows
+from billing.models import ClosedMonth
 from billing.periods import Month, PeriodError, month_range
 
 CHART_MONTHS = 6
@@ -64,6 +66,7 @@ class Report:
     previous_available: bool
     chart: dict  # {"months": [...], "series": {business unit: [cost or None, ...]}}
     notes: list[str]
+    closed: ClosedMonth | None = None  # None: the month is open and computed live
 
     @property
     def units(self) -> list[Node]:
@@ -126,12 +129,12 @@ def chargeback_report(month: Month, *, now=None) -> Report:
     if month.start > now:
         raise PeriodError(f"{month} has not started yet; pick {Month.of(now)} or earlier.")
     names = Names()
-    rows = list(usage_rows(month, now=now, names=names))
+    rows = statement_rows(month, now=now, names=names)
     total = build_tree(rows)
     notes: list[str] = []
     known = {month: {unit.name: unit.cost for unit in total.children.values()}}
     try:
-        previous = build_tree(list(usage_rows(month.previous(), now=now, names=names)))
+        previous = build_tree(statement_rows(month.previous(), now=now, names=names))
         _attach_previous(total, previous)
         known[month.previous()] = {unit.name: unit.cost for unit in previous.children.values()}
     except NoRateError as error:
@@ -139,4 +142,5 @@ def chargeback_report(month: Month, *, now=None) -> Report:
     chart = _chart(month, known, now, notes, names)
     return Report(month=month, total=total, by_tier=_summary(rows, lambda r: r.tier),
                   by_model=_summary(rows, lambda r: r.gpu_model),
-                  previous_available=month.previous() in known, chart=chart, notes=notes)
+                  previous_available=month.previous() in known, chart=chart, notes=notes,
+                  closed=closed_month(month))

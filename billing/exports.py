@@ -4,7 +4,8 @@ import csv
 from collections.abc import Iterable, Iterator
 from datetime import timedelta
 
-from billing.ledger import Names, usage_rows
+from billing.ledger import Names
+from billing.lines import statement_rows
 from billing.periods import Month
 
 # Stable: finance systems import by these names. Add columns at the end, never rename.
@@ -31,7 +32,7 @@ def csv_lines(months: Iterable[Month], *, now=None) -> Iterator[str]:
     names = Names()
     for month in months:
         last_day = month.next().first_day - timedelta(days=1)
-        for row in usage_rows(month, now=now, check=False, names=names):
+        for row in statement_rows(month, now=now, check=False, names=names):
             yield writer.writerow([
                 str(month), month.first_day.isoformat(), last_day.isoformat(), row.business_unit, row.cost_center,
                 row.team, row.project, row.cost_code, row.tier, row.gpu_model,

@@ -102,3 +102,14 @@ class BreakEvenForm(forms.Form):
             if value is None:
                 cleaned[name] = self.fields[name].initial
         return cleaned
+
+
+class CloseMonthForm(forms.Form):
+    month = forms.CharField()
+
+    def clean_month(self) -> Month:
+        return _month(self.cleaned_data["month"])
+
+
+class CorrectionsForm(CloseMonthForm):
+    reason = forms.CharField(max_length=200, error_messages={"required": "Say why the closed month is corrected."})

@@ -7,7 +7,6 @@ the grouped rows.
 
 import operator
 from collections import defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
@@ -17,7 +16,7 @@ from django.db.models import Case, DecimalField, F, Max, Min, Q, Sum, Value, Whe
 from django.db.models.functions import Coalesce, Greatest, Least
 from django.utils import timezone
 
-from billing.models import Rate, UsageInterval
+from billing.models import LineKind, Rate, UsageInterval
 from billing.periods import Month, PeriodError, day_start, overlap_seconds, sql_moment
 from portal.models import BusinessUnit, Project, Team
 from scheduling.models import CapacityTier
@@ -55,6 +54,11 @@ class Row:
     gpu_model: str
     gpu_seconds: Decimal
     cost: Decimal
+    kind: str = LineKind.USAGE  # usage, idle reserved capacity or an adjustment (billing.models.LineKind)
+    note: str = ""
+    business_unit_id: int | None = None
+    team_id: int | None = None
+    project_id: int | None = None
 
     @property
     def gpu_hours(self) -> Decimal:
@@ -211,28 +215,21 @@ class Names:
 ROW_FIELDS = ["business_unit_id", "team_id", "project_id", "tier_id", "gpu_model"]
 
 
-def usage_rows(month: Month, *, now=None, business_unit_id=None, check=True, names=None) -> Iterator[Row]:
-    """The chargeback rows of a month, one per business unit × team × project × tier × model, by name.
+def usage_rows(month: Month, *, now=None, check=True, names=None) -> list[Row]:
+    """The live usage rows of a month, one per business unit × team × project × tier × model, by name.
 
-    One month's grouped rows are held at once to sort them: their number is bounded by the
-    tenancy (units × teams × projects × tiers × models), never by the number of intervals.
+    Their number is bounded by the tenancy (units × teams × projects × tiers × models), never by the
+    number of intervals. Statements read billing.lines.statement_rows, which freezes closed months.
     """
     names = names or Names()
     rows = []
-    for values in grouped(month, ROW_FIELDS, now=now, business_unit_id=business_unit_id, check=check):
+    for values in grouped(month, ROW_FIELDS, now=now, check=check):
         unit, cost_center = names.units[values["business_unit_id"]]
         project, cost_code = names.projects[values["project_id"]]
         rows.append(Row(month=month, business_unit=unit, cost_center=cost_center,
                         team=names.teams[values["team_id"]], project=project, cost_code=cost_code,
                         tier=names.tiers[values["tier_id"]], gpu_model=values["gpu_model"],
-                        gpu_seconds=Decimal(values["gpu_seconds"] or 0), cost=money(values["cost"])))
-    rows.sort(key=lambda r: (r.business_unit, r.team, r.project, r.tier, r.gpu_model))
-    yield from rows
-
-
-def cost_by_business_unit(month: Month, *, now=None, names=None) -> dict[str, Decimal]:
-    """Cost per business unit for one month (the chart), summed from the same cent-rounded rows as the table."""
-    totals: dict[str, Decimal] = defaultdict(Decimal)
-    for row in usage_rows(month, now=now, names=names):
-        totals[row.business_unit] += row.cost
-    return dict(totals)
+                        gpu_seconds=Decimal(values["gpu_seconds"] or 0), cost=money(values["cost"]),
+                        business_unit_id=values["business_unit_id"], team_id=values["team_id"],
+                        project_id=values["project_id"]))
+    return rows

@@ -1,7 +1,8 @@
-"""The GPU-hour ledger (usage intervals) and the prices it is charged at (rates)."""
+"""The GPU-hour ledger (usage intervals), the prices it is charged at (rates), and closed months."""
 
 from decimal import Decimal
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
@@ -104,3 +105,74 @@ class Rate(models.Model):
             clash = self.overlapping().first()
             if clash is not None:
                 raise ValidationError(f"Overlaps the rate {clash}; end that one first or pick other dates.")
+
+
+class LineKind(models.TextChoices):
+    USAGE = "usage", "GPU usage"
+    IDLE = "idle", "Idle reserved capacity"
+    ADJUSTMENT = "adjustment", "Adjustment"
+
+
+class ClosedMonth(models.Model):
+    """A month whose statement is final: its lines are frozen and no rate edit can change them."""
+
+    month = models.DateField(unique=True, help_text="First day of the month (UTC).")
+    closed_at = models.DateTimeField()
+    closed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                  related_name="+")
+    total_cost = models.DecimalField(max_digits=14, decimal_places=2)
+
+    class Meta:
+        ordering = ["-month"]
+
+    def __str__(self) -> str:
+        return f"{self.month:%Y-%m} (closed)"
+
+
+class FrozenLine(models.Model):
+    """One statement line of a closed month, exactly as it was billed (names as they were then)."""
+
+    closed_month = models.ForeignKey(ClosedMonth, on_delete=models.PROTECT, related_name="lines")
+    kind = models.CharField(max_length=12, choices=LineKind.choices)
+    business_unit = models.ForeignKey("portal.BusinessUnit", null=True, on_delete=models.PROTECT, related_name="+")
+    team = models.ForeignKey("portal.Team", null=True, on_delete=models.PROTECT, related_name="+")
+    project = models.ForeignKey("portal.Project", null=True, on_delete=models.PROTECT, related_name="+")
+    business_unit_name = models.CharField(max_length=100)
+    cost_center = models.CharField(max_length=40, blank=True)
+    team_name = models.CharField(max_length=63)
+    project_name = models.CharField(max_length=100)
+    cost_code = models.CharField(max_length=40, blank=True)
+    tier = models.CharField(max_length=40)
+    gpu_model = models.CharField(max_length=40)
+    gpu_seconds = models.DecimalField(max_digits=20, decimal_places=6)
+    cost = models.DecimalField(max_digits=14, decimal_places=2)
+    note = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["closed_month", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.team_name}/{self.project_name} {self.tier} {self.gpu_model} ${self.cost}"
+
+
+class Adjustment(models.Model):
+    """A correction to a closed month, booked as its own line in an open month: who, why, how much."""
+
+    month = models.DateField(help_text="First day of the open month the line is booked in.")
+    corrects = models.DateField(help_text="First day of the closed month it corrects.")
+    project = models.ForeignKey("portal.Project", on_delete=models.PROTECT, related_name="adjustments")
+    amount = models.DecimalField(max_digits=14, decimal_places=2, help_text="US dollars; negative is a credit.")
+    reason = models.CharField(max_length=200)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["month", "id"]
+        constraints = [
+            models.CheckConstraint(condition=~Q(amount=0), name="adjustment_not_zero"),
+            models.CheckConstraint(condition=Q(month__gt=F("corrects")), name="adjustment_after_corrected_month"),
+            models.CheckConstraint(condition=~Q(reason=""), name="adjustment_has_reason"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.amount:+} to {self.project} in {self.month:%Y-%m} for {self.corrects:%Y-%m}"

@@ -3,6 +3,7 @@
 from datetime import datetime
 from decimal import Decimal
 from io import BytesIO
+from xml.sax.saxutils import escape
 
 from reportlab.graphics.charts.barcharts import VerticalBarChart
 from reportlab.graphics.shapes import Drawing, String
@@ -82,6 +83,17 @@ def _detail(unit: Node) -> Table:
     return _table(rows, [30, 34, 22, 20, 24, 22, 24], extra)
 
 
+def _notes(unit: Node, styles) -> list:
+    """Adjustment lines (and any other line with a note) say what they are, who booked them and why."""
+    noted = [(project.name, row) for team in unit.children.values() for project in team.children.values()
+             for row in project.rows if row.note]
+    if not noted:
+        return []
+    return [Paragraph("Notes on lines", styles["Heading3"]),
+            *(Paragraph(f"{name}, {row.tier}, {_dollars(row.cost)}: {escape(row.note)}", styles["Normal"])
+              for name, row in noted)]
+
+
 def _by_tier(unit: Node) -> Table:
     totals: dict[tuple[str, str], list[Decimal]] = {}
     for project in (p for team in unit.children.values() for p in team.children.values()):
@@ -103,6 +115,13 @@ def _rates(report: Report) -> Table:
     return _table(rows, [35, 30, 30, 30, 35])
 
 
+def _status(report: Report) -> str:
+    if report.closed is None:
+        return "Provisional: the month is open and computed at today's rates until it is closed."
+    by = f" by {report.closed.closed_by.get_username()}" if report.closed.closed_by else ""
+    return f"Final: closed {report.closed.closed_at:%Y-%m-%d %H:%M} UTC{by}; corrections appear in a later month."
+
+
 def statement_pdf(report: Report, unit_name: str, *, generated: datetime) -> bytes:
     """The statement as PDF bytes; `unit_name` must be a business unit with usage or an empty one."""
     unit = report.total.children.get(unit_name) or Node(name=unit_name)
@@ -116,8 +135,10 @@ def statement_pdf(report: Report, unit_name: str, *, generated: datetime) -> byt
         Paragraph("GPU chargeback statement", styles["Title"]),
         Paragraph(f"<b>{unit_name}</b>{code} · {report.month.label} (UTC) · generated {generated:%Y-%m-%d %H:%M} UTC",
                   styles["Normal"]),
+        Paragraph(_status(report), styles["Normal"]),
         Spacer(1, 5 * mm), _summary(unit, report), Spacer(1, 5 * mm), _chart(unit, report),
         Paragraph("By team and project", styles["Heading3"]), _detail(unit),
+        *_notes(unit, styles),
         Paragraph("By tier and GPU model", styles["Heading3"]), _by_tier(unit),
         Paragraph("Rates in force", styles["Heading3"]), _rates(report),
         Spacer(1, 4 * mm),

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from billing import views
+from billing import months, views
 
 app_name = "billing"
 
@@ -9,4 +9,7 @@ urlpatterns = [
     path("export.csv", views.chargeback_csv, name="csv"),
     path("statement.pdf", views.statement, name="statement"),
     path("procurement/", views.procurement, name="procurement"),
+    path("months/", months.months, name="months"),
+    path("months/close/", months.close, name="close"),
+    path("months/corrections/", months.book_corrections, name="corrections"),
 ]
