@@ -31,8 +31,12 @@ class Features:
     production_shares: bool = True  # production inference with no free slice shares a whole-mode
     #                                 GPU rather than taking a whole one (needs gang and sharing)
     packing: Packing = "spread"  # "binpack" (fullest first) or "spread" (least allocated)
+    share_packing: Packing = "binpack"  # which sharable GPU a share goes to: the fullest, or the
+    #                                     emptiest (the device plugin spreading time-slice replicas)
     priority_preemption: bool = False  # preempt may stop any lower-class pod, whatever its team or
     #                                    quota (kube-scheduler's DefaultPreemption)
+    mig_static: bool = False     # only the MIG instances that exist are used: none is created
+    share_production_only: bool = False  # only production inference shares GPUs (HAMi/MPS for serving)
 
     # --- limits: how much work an action may do per cycle, and its thresholds ---------------------
     preempt_attempts: int = 24           # waiting jobs reclaim/preempt look for victims for

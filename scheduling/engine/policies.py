@@ -93,6 +93,43 @@ register(Policy(
     is what the nomination protects in practice).""",
 ))
 
+KUEUE = register(Policy(
+    name="kueue",
+    features=Features(gang=True, quota=True, packing="spread", memory_aware=True, min_runtime_s=0.0),
+    actions=("allocate", "reclaim", "preempt"),
+    doc="""Kueue over kube-scheduler, configured for sharing GPUs between teams.
+    Models: one ClusterQueue per team in one cohort, nominalQuota = the team's guarantee and
+    borrowingLimit up to its burst limit (engine quota, no fair sharing: Kueue's default
+    BestEffortFIFO, priority then creation time, a workload that does not fit not blocking the
+    ones behind it); all-or-nothing admission of a workload's pods (gang); preemption with
+    reclaimWithinCohort: Any (reclaim: a queue under its nominal quota takes back what others
+    borrowed), withinClusterQueue: LowerPriority and borrowWithinCohort: LowerPriority
+    (preempt: lower-priority workloads of its own queue or borrowed ones); pods of an admitted
+    production workload preempting lower-priority pods for room, as kube-scheduler's
+    DefaultPreemption does; kube-scheduler LeastAllocated placement (spread), integer GPUs.
+    Leaves out: admission by quota alone before placement (here a workload is admitted only
+    where its pods fit, as waitForPodsReady with requeueing converges to, without the
+    timeouts), Topology Aware Scheduling and fair sharing (opt-in), ResourceFlavors beyond the
+    GPU model constraint, and Kueue's serving integration (serving sits in its team's queue).""",
+))
+
+register(Policy(
+    name="kueue-mig",
+    features=replace(KUEUE.features, mig=True, mig_static=True, sharing=True, share_mig_capable=True,
+                     share_production_only=True, share_packing="binpack"),
+    actions=KUEUE.actions,
+    doc="""kueue plus static MIG and memory-bounded sharing for serving.
+    Models: the GPUs the scenario puts in MIG mode carry mig-parted's all-balanced layout
+    (2 x 1g, 1 x 2g, 1 x 3g) from the start (the simulator's backend) and keep it: no mode or
+    layout change, ever (no repartition action; mig_static creates no instance); a sub-GPU job
+    takes the smallest idle instance that holds its memory (the device plugin's mixed
+    strategy, the user naming the profile), else a larger idle one; production serving that
+    finds no instance shares a whole-mode GPU, memory-bounded (HAMi or MPS with a memory
+    limit; fullest GPU first, HAMi's gpu-scheduler-policy binpack).
+    Leaves out: non-serving work on shares (notebooks and evaluations wait for an instance),
+    HAMi's compute-core limits, and re-partitioning by hand between runs.""",
+))
+
 # Best fit on integer GPUs with memory-bounded sharing and gangs, no MIG, topology or tiers:
 # the BestFit baseline of the fragmentation experiments.
 register(Policy(

@@ -39,3 +39,59 @@ def test_k8s_default_takes_whole_gpus_and_places_gang_members_one_by_one():
     assert [a.milli for a in plan.binds[0].allocations] == [1000]
     plan = schedule(snap([node("a"), node("b")], [job("g", gpus=8, gang_size=3)]), "k8s-default")
     assert len(plan.binds) == 2  # two of three pods hold GPUs; the third waits
+
+
+# --- kueue ------------------------------------------------------------------------------------
+
+def test_kueue_reclaims_borrowed_quota_within_the_cohort():
+    # "other" borrowed all of n1 beyond its nominal quota; "ml" asks within its own nominal quota.
+    runs = full_node("n1", "b", team="other", borrowed=True)
+    plan = schedule(snap([node("n1")], [job("mine", gpus=4)], runs, queues=[("ml", 8), ("other", 0, 8)]),
+                    "kueue")
+    assert len(plan.preemptions) == 4 and {p.reason.value for p in plan.preemptions} == {"reclaim"}
+    assert all(p.for_job_id == "mine" for p in plan.preemptions)
+
+
+def test_kueue_never_preempts_another_queues_nominal_quota_for_a_borrower():
+    runs = full_node("n1", "o", team="other", cls="best-effort")  # within other's nominal quota
+    plan = schedule(snap([node("n1")], [job("burst", gpus=4)], runs, queues=[("ml", 0, 16), ("other", 8)]),
+                    "kueue")
+    assert plan.preemptions == () and plan.binds == ()
+
+
+def test_kueue_admits_a_workload_whole_or_not_at_all():
+    gang = job("g", gpus=8, gang_size=3)
+    plan = schedule(snap([node("a"), node("b")], [gang], queues=[("ml", 64)]), "kueue")
+    assert plan.binds == ()
+    plan = schedule(snap([node("a"), node("b"), node("c")], [gang], queues=[("ml", 64)]), "kueue")
+    assert len(plan.binds) == 3
+
+
+# --- kueue-mig --------------------------------------------------------------------------------
+
+BALANCED = [("3g.40gb", 4, None), ("2g.20gb", 0, None), ("1g.10gb", 2, None), ("1g.10gb", 3, None)]
+
+
+def test_kueue_mig_never_changes_mig_modes_or_layouts():
+    # Two idle MIG GPUs in the balanced layout, six whole GPUs busy: tessera would turn the idle
+    # MIG GPUs back into whole ones for the 2-GPU job; kueue-mig leaves them as they are.
+    layouts = {0: BALANCED, 1: BALANCED}
+    runs = [running(job(f"r{i}", team="ml"), "n1", [i]) for i in range(2, 8)]
+    pending = [job("two", gpus=2, team="ml"), inference("nb", 30, team="ml", cls="interactive"),
+               inference("big", 60, team="ml", cls="interactive")]
+    plan = schedule(snap([node("n1", layouts=layouts)], pending, runs, queues=[("ml", 16)]), "kueue-mig")
+    assert plan.repartitions == ()
+    binds = {b.job_id: b for b in plan.binds}
+    # The 30 GB notebook takes an existing 3g.40gb; no 7g.80gb is made for the 60 GB one.
+    assert binds["nb"].allocations[0].mig_profile == "3g.40gb"
+    assert set(binds) == {"nb"}
+    tessera = schedule(snap([node("n1", layouts=layouts)], pending, runs, queues=[("ml", 16)]))
+    assert tessera.repartitions  # the same situation makes tessera repartition
+
+
+def test_kueue_mig_shares_whole_gpus_for_serving_only():
+    runs = [running(job(f"r{i}", team="ml"), "n1", [i]) for i in range(1, 8)]
+    pending = [inference("serve", 9, team="web"), inference("nb", 9, team="ml", cls="interactive")]
+    plan = schedule(snap([node("n1")], pending, runs, queues=[("ml", 16), ("web", 8)]), "kueue-mig")
+    assert [b.job_id for b in plan.binds] == ["serve"]
+    assert plan.binds[0].allocations[0].milli < 1000 and plan.binds[0].allocations[0].mig_profile is None

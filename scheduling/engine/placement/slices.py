@@ -26,7 +26,7 @@ def find_slice(session: Session, job: Job, models: Models) -> Slot | None:
                 return hit
             if not features.share_mig_capable:
                 continue
-        if features.sharing:
+        if features.sharing and (job.production or not features.share_production_only):
             hit = _share_slot(session, job, model, tier)
             if hit:
                 return hit
@@ -91,7 +91,7 @@ def _mig_slot(session: Session, job: Job, model: str, tier: str, geometry: MigGe
     if profile is None:
         return None
     hit = _idle_instance(session, job, model, tier, profile.shape)
-    if hit:
+    if hit or session.features.mig_static:
         return hit
     buckets = session.mig.get((model, tier))
     if not buckets:
@@ -125,7 +125,7 @@ def _share_slot(session: Session, job: Job, model: str, tier: str) -> Slot | Non
     if milli is None:
         return None
     keys = sorted((k for k, v in buckets.items() if k >= milli and v),
-                  reverse=session.features.packing != "binpack")
+                  reverse=session.features.share_packing != "binpack")
     for key in keys:
         for gpu in buckets[key].values():
             if gpu.memory_gb - gpu.mem_used >= job.gpu_memory_gb - 1e-9 and \

@@ -10,7 +10,7 @@ from scheduling.engine.types import PRIORITY_CLASSES, PRODUCTION, Job, Queue, Ru
 
 from .cluster import NodeInfo, allocation_memory, allocation_units, engine_node
 from .jobs import WAITING, Member, SimJob
-from .policies import REPLICAS, Mode
+from .policies import REPLICAS, Mode, static_mig_layout
 from .spec import ClusterSpec
 
 TIMESLICE_MEMORY_GB = 0.001  # what a time-sliced job declares: memory is not looked at
@@ -41,7 +41,8 @@ class Backend:
         group = self.infos[name].group
         self.present[name] = "ready"
         mig = group.mig_enabled_gpus if self.mode.mig else 0
-        self.layouts[name] = {i: {} for i in range(mig)}
+        self.layouts[name] = {i: static_mig_layout(group.gpu_model) if self.mode.mig_static else {}
+                              for i in range(mig)}
         self.changed_at[name] = {}
         self.node_cache.pop(name, None)
 

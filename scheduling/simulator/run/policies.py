@@ -9,9 +9,9 @@ the backend then checks the real memory and fails a job that does not fit with o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from scheduling.engine.features import Features
+from scheduling.engine.mig import geometry_for
 from scheduling.engine.policies import POLICIES, Policy, get_policy
 
 REPLICAS = 4          # time-slicing replicas per GPU (the device plugin's usual setting)
@@ -22,9 +22,34 @@ TIMESLICE = "timeslice"
 SHARE_EFFICIENCY = {"mig": 1.0, "share": 0.925, "timeslice": 0.75}
 
 if TIMESLICE not in POLICIES:
-    # Plain Kubernetes with time-slicing: no gangs, MIG, quotas or topology; packs shared GPUs.
-    POLICIES.register(TIMESLICE, Policy(name=TIMESLICE, features=Features(sharing=True, packing="binpack"),
-                                        actions=("allocate",)))
+    K8S = POLICIES.get("k8s-default")
+    POLICIES.register(TIMESLICE, Policy(
+        name=TIMESLICE, features=replace(K8S.features, sharing=True, share_packing="spread"),
+        actions=K8S.actions,
+        doc="""k8s-default with the NVIDIA device plugin's time-slicing for sub-GPU pods.
+        Models: every GPU advertised as REPLICAS interchangeable slots; a sub-GPU pod takes one
+        slot whatever its memory (the backend fails it with out-of-memory when the GPU's memory
+        is not there); the device plugin hands out the replica of the least-used GPU
+        (share_packing spread), so slots are never packed beyond what the replicas allow.
+        Leaves out: whole-GPU requests landing on replicas (renameByDefault keeps them apart)
+        and the throughput loss beyond SHARE_EFFICIENCY when several pods are busy at once.""",
+    ))
+
+
+# mig-parted's all-balanced configuration, the one MIG policies without repartitioning start
+# with and keep: (compute slices, memory slices) and start of each instance, by the GPU's
+# compute slices (2 x 1g + 2g + 3g on seven-slice GPUs; 2 x 1g + 2g on four-slice ones).
+ALL_BALANCED = {7: (((3, 4), 4), ((2, 2), 0), ((1, 1), 2), ((1, 1), 3)),
+                4: (((2, 2), 0), ((1, 1), 2), ((1, 1), 3))}
+
+
+def static_mig_layout(model: str) -> dict[int, list]:
+    """{start: [profile, job]} of a GPU in static MIG mode, no instance in use."""
+    geometry = geometry_for(model)
+    if geometry is None or geometry.compute_slices not in ALL_BALANCED:
+        return {}
+    return {start: [geometry.by_shape(shape).name, None]
+            for shape, start in ALL_BALANCED[geometry.compute_slices]}
 
 
 # Policies whose serving counts against its team's namespace ResourceQuota together with that
@@ -41,6 +66,7 @@ class Mode:
     quota: bool       # the engine enforces quotas; else the backend caps teams at burst_limit
     timeslice: bool   # memory-ignorant slots; the backend checks memory (OOM)
     whole: bool       # integer GPUs: a sub-GPU pod takes (and counts as) a whole GPU
+    mig_static: bool  # MIG GPUs start with a fixed layout (STATIC_MIG) and keep it
     serving_apart: bool  # production serving is outside its team's namespace quota
 
 
@@ -48,6 +74,7 @@ def mode_for(name: str) -> Mode:
     features, _ = get_policy(name).build()
     return Mode(name=name, gang=features.gang, mig=features.mig, quota=features.quota,
                 timeslice=name == TIMESLICE, whole=not (features.mig or features.sharing),
+                mig_static=features.mig_static,
                 serving_apart=name not in SERVING_IN_TEAM_QUOTA)
 
 

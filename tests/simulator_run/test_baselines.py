@@ -1,0 +1,71 @@
+"""What the simulated backend models for the baselines: static MIG layouts, time-slicing
+replicas and ResourceQuota namespaces (engine behaviour: tests/engine/test_baselines.py)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from scheduling.simulator.run.loop import Simulation
+from scheduling.simulator.run.policies import REPLICAS, static_mig_layout
+
+from .helpers import cluster_doc, group, job, load
+
+HOUR = 3600.0
+
+
+def test_kueue_mig_keeps_the_scenarios_mig_layout_for_the_whole_run(tmp_path):
+    doc = cluster_doc(groups=[group("mig-", mig_enabled_gpus=4)])
+    rows = [job(f"nb{i}", submit=60 * i, duration=1800, gpus=0, mem=9 + 10 * (i % 4), kind="interactive",
+                priority="interactive") for i in range(12)]
+    rows += [job("train", gpus=8, mem=80, duration=4 * HOUR), job("end", submit=3 * HOUR)]
+    spec, jobs = load(tmp_path, doc, rows)
+    sim = Simulation(spec, jobs, "kueue-mig", seed=1)
+    start = {gpu: {s: p for s, (p, _) in layout.items()} for gpu, layout in sim.backend.layouts["mig-01"].items()}
+    assert start == {g: {s: p for s, (p, _) in static_mig_layout("H100-80GB").items()} for g in range(4)}
+    result = sim.run()
+    after = {gpu: {s: p for s, (p, _) in layout.items()} for gpu, layout in sim.backend.layouts["mig-01"].items()}
+    assert after == start and sim.backend.changed_at["mig-01"] == {}
+    assert result["completed"] >= 12  # the notebooks ran on the existing instances
+
+
+def test_timeslice_puts_at_most_replicas_pods_on_a_gpu_and_spreads_them(tmp_path):
+    doc = cluster_doc(groups=[group("n-", gpus=2)])
+    rows = [job(f"s{i}", duration=10 * HOUR, gpus=0, mem=5, kind="inference", priority="production")
+            for i in range(2 * REPLICAS + 3)]
+    spec, jobs = load(tmp_path, doc, rows + [job("end", submit=HOUR, gpus=0, mem=5)])
+    sim = Simulation(spec, jobs, "timeslice", seed=1)
+    sim.run()
+    per_gpu = Counter((m.node, a.gpu_index) for j in sim.holding.values() for m in j.bound.values()
+                      for a in m.allocations)
+    assert sorted(per_gpu.values()) == [REPLICAS, REPLICAS]  # three wait: no slot is left
+
+
+def test_timeslice_spreads_replicas_over_gpus(tmp_path):
+    doc = cluster_doc(groups=[group("n-", gpus=4)])
+    rows = [job(f"s{i}", duration=10 * HOUR, gpus=0, mem=5, kind="inference", priority="production")
+            for i in range(4)]
+    spec, jobs = load(tmp_path, doc, rows + [job("end", submit=HOUR, gpus=0, mem=5)])
+    sim = Simulation(spec, jobs, "timeslice", seed=1)
+    sim.run()
+    gpus = {(m.node, a.gpu_index) for j in sim.holding.values() for m in j.bound.values() for a in m.allocations}
+    assert len(gpus) == 4  # one replica on each GPU, as the device plugin hands them out
+
+
+def _serving_team_doc():
+    team = {"name": "ml", "business_unit": "labs", "guaranteed_gpus": 2, "burst_limit_gpus": 2, "weight": 1.0}
+    return cluster_doc(teams=[team])
+
+
+def test_serving_has_its_own_namespace_quota_except_in_k8s_naive(tmp_path):
+    # ml's ResourceQuota is 2 GPUs and its training holds both: in k8s-default serving is in a
+    # namespace of its own and starts at once; k8s-naive counts it against ml's training quota.
+    rows = [job("t", gpus=2, mem=80, duration=10 * HOUR),
+            job("serve", submit=60, duration=10 * HOUR, gpus=0, mem=9, kind="inference", priority="production"),
+            job("end", submit=HOUR, gpus=0, mem=5, kind="batch", priority="best-effort")]
+    spec, jobs = load(tmp_path, _serving_team_doc(), rows)
+    fair = Simulation(spec, jobs, "k8s-default", seed=1)
+    fair.run()
+    naive = Simulation(spec, jobs, "k8s-naive", seed=1)
+    naive.run()
+    assert fair.jobs["serve"].first_start == 60
+    assert naive.jobs["serve"].first_start is None
