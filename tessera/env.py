@@ -5,6 +5,7 @@ variable, so a bad deployment stops at start-up instead of misbehaving later.
 """
 
 import os
+import re
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -61,6 +62,24 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if not items:
         raise _bad(name, raw, "a comma-separated list with at least one item")
     return items
+
+
+def env_origins(name: str, default: list[str]) -> list[str]:
+    """Origins such as https://tessera.example.org (scheme and host, a port at most, no path)."""
+    if os.environ.get(name) is None:
+        return default
+    origins = env_list(name, default)
+    for origin in origins:
+        scheme, _sep, host = origin.partition("://")
+        if scheme not in ("http", "https") or not _ORIGIN_HOST.fullmatch(host):
+            raise _bad(name, origin, "comma-separated origins such as https://tessera.example.org "
+                                     "(scheme and host, optionally a port, no path)")
+    return origins
+
+
+# A host name (a leading "*." allowed, as Django's CSRF check understands it) and an optional port.
+_ORIGIN_HOST = re.compile(r"(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*(:[0-9]{1,5})?",
+                          re.IGNORECASE)
 
 
 def env_database(name: str, default: str) -> dict:

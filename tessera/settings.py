@@ -10,6 +10,7 @@ from tessera.env import (
     env_http_url,
     env_int,
     env_list,
+    env_origins,
     env_redis_url,
     env_secret_key,
     env_str,
@@ -22,7 +23,6 @@ VAR_DIR = BASE_DIR / "var"
 DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = env_secret_key("SECRET_KEY", debug=DEBUG, demo_key_file=VAR_DIR / "demo_secret_key")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost"] if DEBUG else [])
-CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", []) if env_str("CSRF_TRUSTED_ORIGINS") else []
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -95,16 +95,29 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / "staticfiles"
 
-# Security headers; a deployment behind TLS turns the cookie and HSTS settings on.
+# Static files: WhiteNoise serves what collectstatic gathered into STATIC_ROOT (the image does it
+# at build time) and, where it has not run (gunicorn from a checkout), the source folders themselves.
+WHITENOISE_USE_FINDERS = True
+
+# Behind TLS (deploy/configmap.yaml sets SECURE_TLS=1): the ingress terminates TLS and says so in
+# X-Forwarded-Proto, so Django knows a request was https (the CSRF origin check needs it), cookies
+# are sent over https only, plain http is redirected, and browsers are told to use https (HSTS).
 SECURE_TLS = env_bool("SECURE_TLS", False)
 SESSION_COOKIE_SECURE = SECURE_TLS
 CSRF_COOKIE_SECURE = SECURE_TLS
 SECURE_SSL_REDIRECT = SECURE_TLS
-SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0, minimum=0)
+# Probes and Prometheus reach the pods over plain http inside the cluster: never redirected.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 365 * 24 * 3600 if SECURE_TLS else 0, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_HSTS_SECONDS > 0
 SECURE_HSTS_PRELOAD = SECURE_HSTS_SECONDS > 0
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if SECURE_TLS else None
+# Forms may be posted from these origins; behind TLS, by default, https:// each allowed host.
+CSRF_TRUSTED_ORIGINS = env_origins("CSRF_TRUSTED_ORIGINS", [
+    f"https://*{host}" if host.startswith(".") else f"https://{host}"
+    for host in ALLOWED_HOSTS if SECURE_TLS and host != "*"])
 SESSION_COOKIE_HTTPONLY = True
+CSRF_FAILURE_VIEW = "tessera.errors.csrf_failure"
 X_FRAME_OPTIONS = "DENY"
 
 REDIS_URL = env_redis_url("REDIS_URL", "redis://127.0.0.1:6379/0")

@@ -32,6 +32,8 @@ def start_django(**overrides) -> subprocess.CompletedProcess:
     ("TESSERA_BACKEND", "slurm"),
     ("TESSERA_POLICY", "tesera"),
     ("TESSERA_POLL_INTERVAL_S", "0"),
+    ("CSRF_TRUSTED_ORIGINS", "https://tessera.example.org/accounts/"),
+    ("CSRF_TRUSTED_ORIGINS", "ftp://tessera.example.org"),
 ])
 def test_it_refuses_to_start_with_a_bad_value_and_names_it(name, value):
     result = start_django(**{name: value})
@@ -73,3 +75,14 @@ def test_database_url_is_parsed(monkeypatch):
     monkeypatch.setenv("TESSERA_DB", "postgres://u@db.example:5433/tessera")
     config = env.env_database("TESSERA_DB", "sqlite:///x")
     assert (config["HOST"], config["PORT"], config["NAME"]) == ("db.example", 5433, "tessera")
+
+
+def test_trusted_origins_default_to_the_allowed_hosts_behind_tls():
+    code = "from django.conf import settings; print(settings.CSRF_TRUSTED_ORIGINS)"
+    environment = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DEBUG", "DATABASE_URL"}}
+    environment.update(GOOD_ENV, SECURE_TLS="1", ALLOWED_HOSTS="tessera.example.org,.corp.example",
+                       DJANGO_SETTINGS_MODULE="tessera.settings")
+    environment.pop("CSRF_TRUSTED_ORIGINS", None)
+    result = subprocess.run([sys.executable, "-c", "import django; django.setup(); " + code], env=environment,
+                            capture_output=True, text=True, timeout=60)
+    assert result.stdout.strip() == "['https://tessera.example.org', 'https://*.corp.example']", result.stderr
