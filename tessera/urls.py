@@ -24,3 +24,9 @@ urlpatterns = [
          name="api-docs"),
     path("admin/", admin.site.urls),
 ]
+
+# Error pages in the portal's style; JSON for API clients (tessera/errors.py).
+handler400 = "tessera.errors.bad_request"
+handler403 = "tessera.errors.permission_denied"
+handler404 = "tessera.errors.page_not_found"
+handler500 = "tessera.errors.server_error"
