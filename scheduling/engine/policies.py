@@ -130,6 +130,25 @@ register(Policy(
     HAMi's compute-core limits, and re-partitioning by hand between runs.""",
 ))
 
+register(Policy(
+    name="volcano",
+    features=Features(gang=True, quota=True, fairshare=True, sharing=True, memory_aware=True,
+                      packing="binpack", min_runtime_s=0.0),
+    actions=("allocate", "reclaim", "preempt"),
+    doc="""Volcano with the volcano-vgpu (HAMi) device plugin, configured for a shared GPU cluster.
+    Models: the gang plugin (a PodGroup's minMember pods all start or none); one Queue per team
+    with the capacity plugin's guarantee and capability (engine quota: guarantee, burst limit)
+    and the proportion plugin's deserved share (engine fairshare: weight water-filling, as
+    fairshare.py computes it); the priority plugin (class, then creation time); the binpack
+    plugin for GPUs; volcano-vgpu's memory-bounded sharing of whole GPUs for any sub-GPU pod
+    (fullest GPU first); the reclaim action (a queue under its deserved share takes back what
+    others borrowed) and the preempt action (lower-priority jobs of the same queue, or
+    borrowed ones).
+    Leaves out: MIG (the scenario's MIG GPUs are whole GPUs here), HyperNode network-topology
+    scheduling (opt-in), the enqueue action's overcommit factor, the backfill action (it is
+    for BestEffort pods without requests), and vGPU compute-core limits.""",
+))
+
 # Best fit on integer GPUs with memory-bounded sharing and gangs, no MIG, topology or tiers:
 # the BestFit baseline of the fragmentation experiments.
 register(Policy(

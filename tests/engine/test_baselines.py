@@ -95,3 +95,30 @@ def test_kueue_mig_shares_whole_gpus_for_serving_only():
     plan = schedule(snap([node("n1")], pending, runs, queues=[("ml", 16), ("web", 8)]), "kueue-mig")
     assert [b.job_id for b in plan.binds] == ["serve"]
     assert plan.binds[0].allocations[0].milli < 1000 and plan.binds[0].allocations[0].mig_profile is None
+
+
+# --- volcano ----------------------------------------------------------------------------------
+
+def test_volcano_places_a_gang_whole_or_not_at_all():
+    gang = job("g", gpus=8, gang_size=3)
+    plan = schedule(snap([node("a"), node("b")], [gang], queues=[("ml", 64)]), "volcano")
+    assert plan.binds == ()
+    plan = schedule(snap([node("a"), node("b"), node("c")], [gang], queues=[("ml", 64)]), "volcano")
+    assert sorted(b.node for b in plan.binds) == ["a", "b", "c"]
+
+
+def test_volcano_binpacks_and_shares_gpus_memory_bounded():
+    pending = [job("j1"), job("j2"), inference("s1", 30), inference("s2", 30), inference("s3", 30)]
+    plan = schedule(snap([node("a", gpus=4), node("b", gpus=4)], pending, queues=[("ml", 8), ("web", 8)]),
+                    "volcano")
+    assert {b.node for b in plan.binds} == {"a"} or {b.node for b in plan.binds} == {"b"}
+    shared = [b.allocations[0] for b in plan.binds if b.job_id.startswith("s")]
+    assert all(a.milli < 1000 for a in shared)
+    assert len({a.gpu_index for a in shared}) == 2  # two 30 GB fit on one 80 GB GPU, not three
+
+
+def test_volcano_reclaims_borrowed_capacity_for_a_queue_under_its_share():
+    runs = full_node("n1", "b", team="other", borrowed=True)
+    plan = schedule(snap([node("n1")], [job("mine", gpus=2)], runs, queues=[("ml", 8), ("other", 0, 8)]),
+                    "volcano")
+    assert len(plan.preemptions) == 2 and {p.reason.value for p in plan.preemptions} == {"reclaim"}
