@@ -5,12 +5,14 @@ from __future__ import annotations
 import pytest
 
 from scheduling.simulator.run.cluster import comm_efficiency
+from scheduling.simulator.run.knobs import Knobs
 from scheduling.simulator.run.loop import Simulation, run_policy
 from scheduling.simulator.run.measure import NodeBill, percentile
 
 from .helpers import cluster_doc, group, job, load
 
 HOUR = 3600.0
+FIXED_RESTART = Knobs(restart_min_s=60, restart_max_s=60)
 
 
 def _run(tmp_path, rows, policy="tessera", doc=None):
@@ -117,7 +119,7 @@ def test_spot_reclaim_without_a_fast_checkpoint_loses_work_since_the_last_one(tm
     rows = [job("t", duration=10_000, gpus=8, mem=80, checkpoint_interval_s=1000, checkpoint_s=300),
             job("end", submit=20_000, gpus=1)]
     spec, jobs = load(tmp_path, doc, rows)
-    sim = Simulation(spec, jobs, "tessera", seed=1)
+    sim = Simulation(spec, jobs, "tessera", seed=1, knobs=FIXED_RESTART)
     sim.push(2500.0, sim.on_reclaim, "n-01")  # notice 120 s < checkpoint 300 s: cannot save
     r = sim.run()
     assert r["spot_interruptions"] == 1
@@ -135,7 +137,7 @@ def test_spot_reclaim_with_a_fast_checkpoint_loses_nothing(tmp_path):
     rows = [job("t", duration=10_000, gpus=8, mem=80, checkpoint_interval_s=1000, checkpoint_s=30),
             job("end", submit=20_000, gpus=1)]
     spec, jobs = load(tmp_path, doc, rows)
-    sim = Simulation(spec, jobs, "tessera", seed=1)
+    sim = Simulation(spec, jobs, "tessera", seed=1, knobs=FIXED_RESTART)
     sim.push(2500.0, sim.on_reclaim, "n-01")
     r = sim.run()
     assert r["lost_gpu_hours"] == 0 and r["spot_interruptions"] == 1

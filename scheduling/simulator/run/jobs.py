@@ -16,7 +16,6 @@ from .spec import JobSpec
 
 WAITING, RUNNING, STOPPING, BACKOFF, DONE = "waiting", "running", "stopping", "backoff", "done"
 STATEFUL_KINDS = ("training", "batch")
-RESTART_S = 60.0  # restore + restart overhead of a job that ran before (docs/reference/performance-figures.md)
 
 
 @dataclass

@@ -18,8 +18,11 @@ class Knobs:
     recheck_s: float = _knob(300.0, "an unchanged state is re-planned only this often")
     grace_s: float = _knob(30.0, "a preempted pod's termination grace period")
     stop_s: float = _knob(5.0, "a pod that does not checkpoint exits this fast")
-    mig_reconfig_s: float = _knob(60.0, "mig-manager applying a new layout")
-    restart_s: float = _knob(60.0, "restore + restart of a job that ran before")
+    mig_reconfig_s: float = _knob(120.0, "mig-manager applying a new layout to a node: its GPU pods "
+                                         "stop and it takes no new ones for this long")
+    restart_min_s: float = _knob(60.0, "a job that ran before restarts (pod start, checkpoint or "
+                                       "weights restore) in a time drawn log-uniformly from here...")
+    restart_max_s: float = _knob(600.0, "...to here")
     oom_after_s: float = _knob(30.0, "a pod that does not fit loads this long, then OOMs")
     backoff_s: float = _knob(10.0, "crash-loop back-off, doubling...")
     backoff_max_s: float = _knob(300.0, "...up to this")

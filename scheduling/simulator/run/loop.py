@@ -37,6 +37,8 @@ class Simulation:
         self.holding: dict[str, SimJob] = {}    # jobs with bound pods
         self.preempts: dict[str, object] = {}   # victim id -> Preempt, until released
         self.repartitions: dict[tuple, object] = {}
+        self.reconfiguring: dict[str, float] = {}  # node -> when mig-manager is done with it
+        self.reclaiming: set[str] = set()
         self.node_since = dict.fromkeys(self.infos, 0.0)
         self.bills = {name: NodeBill(knobs.scale_down_s) for name, info in self.infos.items()
                       if info.group.tier != "reserved"}
@@ -115,7 +117,7 @@ class Simulation:
         for rep in plan.repartitions:
             key = (rep.node, rep.gpu_index)
             self.repartitions[key] = rep
-            self.push(now + self.knobs.mig_reconfig_s, self.on_layout, key, rep)
+            self.push(self.reconfigure(rep.node, now), self.on_layout, key, rep)
         for pre in plan.preemptions:
             self.preempt(pre, now)
         touched = {}
@@ -158,13 +160,25 @@ class Simulation:
         eff = comm_efficiency(job.spec, groups, self.spec.spine_oversubscription)
         eff *= SHARE_EFFICIENCY[share] if share else 1.0
         job.state, job.rate, job.useful = RUNNING, (eff if job.stateful else 1.0), need * eff
-        stall = self.knobs.restart_s if job.ran_before and job.stateful else 0.0
-        job.run_since = now + stall
+        stall = self.restart_stall(job) if job.ran_before else 0.0
+        ready = max([now] + [self.reconfiguring.get(m.node, now) for m in job.bound.values()])
+        job.run_since = ready + stall
+        if not job.stateful:  # a service's window is fixed: the stall only stops it serving
+            job.done_s = min(job.spec.duration_s, job.done_s + job.run_since - now)
         self.meter.waits[job.spec.priority].append(now - job.queued_at)
         if job.first_start is None:
             job.first_start = now
             self.meter.queue_delays[job.spec.kind].append(now - job.spec.submit_s)
         self.push(job.run_since + job.remaining_wall(), self.on_finish, job, job.epoch)
+
+    def restart_stall(self, job: SimJob) -> float:
+        """Pod start plus checkpoint (or model weights) restore: log-uniform over the knobs'
+        range, seeded by run, job and stop count, so identical histories draw identical stalls."""
+        low, high = self.knobs.restart_min_s, max(self.knobs.restart_min_s, self.knobs.restart_max_s)
+        if high <= 0:
+            return 0.0
+        rng = random.Random(f"{self.seed}/{job.spec.job_id}/{job.epoch}")
+        return low * (high / low) ** rng.random() if low > 0 else rng.uniform(0, high)
 
     # --- stopping ---------------------------------------------------------------------------
 
@@ -224,16 +238,36 @@ class Simulation:
 
     # --- nodes ------------------------------------------------------------------------------
 
+    def reconfigure(self, name: str, now: float) -> float:
+        """mig-manager applies a node-wide config: the node's GPU pods are stopped (a job that can
+        save within the grace period saves) and it takes no new pods until done. Returns when."""
+        if name not in self.reconfiguring:
+            self.reconfiguring[name] = now + self.knobs.mig_reconfig_s
+            self.meter.counts["mig_reconfigurations"] += 1
+            for job in list(self.holding.values()):
+                if job.state in (RUNNING, WAITING) and any(m.node == name for m in job.bound.values()):
+                    self.meter.counts["mig_disruptions"] += job.state == RUNNING
+                    self.stop(job, now, job.can_save_within(self.knobs.grace_s))
+            if name not in self.reclaiming:
+                self.backend.set_state(name, "reconfiguring")
+        return self.reconfiguring[name]
+
     def on_layout(self, now: float, key: tuple, rep) -> None:
         if self.repartitions.get(key) is rep:
             del self.repartitions[key]
             if key[0] in self.backend.present:
                 self.backend.set_layout(key[0], key[1], rep.mig_enabled, rep.layout, now)
             self.dirty = True
+        name = key[0]
+        if name in self.reconfiguring and not any(k[0] == name for k in self.repartitions):
+            del self.reconfiguring[name]
+            if name in self.backend.present and name not in self.reclaiming:
+                self.backend.set_state(name, "ready")
 
     def on_reclaim(self, now: float, name: str) -> None:
-        if self.backend.present.get(name) != "ready":
+        if name not in self.backend.present or name in self.reclaiming:
             return  # already going or gone
+        self.reclaiming.add(name)
         self.backend.set_state(name, "draining")
         self.push(now + self.spec.notice_s, self.on_node_gone, name)
         self.dirty = True
@@ -247,6 +281,8 @@ class Simulation:
         self.backend.remove_node(name)
         for key in [k for k in self.repartitions if k[0] == name]:
             del self.repartitions[key]
+        self.reconfiguring.pop(name, None)
+        self.reclaiming.discard(name)
         self.push(now + self.spec.replace_s, self.on_node_back, name)
 
     def on_node_back(self, now: float, name: str) -> None:

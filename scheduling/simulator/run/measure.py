@@ -103,6 +103,8 @@ class Meter:
             "oom_failures": int(self.counts["oom_failures"]),
             "preemptions": int(self.counts["preemptions"]),
             "spot_interruptions": int(self.counts["spot_interruptions"]),
+            "mig_reconfigurations": int(self.counts["mig_reconfigurations"]),
+            "mig_disruptions": int(self.counts["mig_disruptions"]),
             "lost_gpu_hours": round(self.counts["lost_gpu_s"] / 3600, 2),
             "training_goodput": round(self.counts["training_ideal_gpu_s"] / 3600 / hours, 3),
             "cost_total": round(total, 2),

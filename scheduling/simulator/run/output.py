@@ -27,6 +27,8 @@ ROWS = (  # (label, metric key, sub-key or None, format)
     ("oom_failures", "oom_failures", None, "{}"),
     ("preemptions", "preemptions", None, "{}"),
     ("spot_interruptions", "spot_interruptions", None, "{}"),
+    ("mig_reconfigurations", "mig_reconfigurations", None, "{}"),
+    ("  jobs stopped by them", "mig_disruptions", None, "{}"),
     ("lost_gpu_hours", "lost_gpu_hours", None, "{:.1f}"),
     ("cost_total ($)", "cost_total", None, "{:,.0f}"),
     ("  reserved", "cost_by_tier", "reserved", "{:,.0f}"),
