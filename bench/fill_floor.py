@@ -53,6 +53,7 @@ from scheduling.simulator.fill.loop import arrival_sequence  # noqa: E402
 from scheduling.simulator.fill.metrics import bin_events  # noqa: E402
 from scheduling.simulator.fill.model import MILLI, Task  # noqa: E402
 from scheduling.simulator.fill.packing import best_pattern, configuration_duals  # noqa: E402
+from scheduling.simulator.fill.prior import PRIORS, split_by_creation  # noqa: E402
 from scheduling.simulator.fill.traces import load_nodes, load_tasks  # noqa: E402
 
 # ---- bounds -----------------------------------------------------------------------------------
@@ -137,7 +138,8 @@ def _drop_or_waste(base: float, large: list[int], fill: int) -> float:
 
 # ---- per seed ---------------------------------------------------------------------------------
 
-def seed_bounds(nodes, trace, seed: int, forced_until: float) -> dict:
+def seed_bounds(nodes, trace, seed: int, forced_until: float, lp_only: bool = False) -> dict:
+    """The bounds for one seed's arrival sequence; lp_only: the lp column alone (quicker)."""
     n_gpus = sum(n.num_gpu for n in nodes)
     cap = MILLI * n_gpus
     seq = arrival_sequence(trace, cap, random.Random(seed))  # as run_one draws it
@@ -152,7 +154,7 @@ def seed_bounds(nodes, trace, seed: int, forced_until: float) -> dict:
             prefix_at.append(i + 1)
     picks = sorted({prefix_at[0], prefix_at[len(prefix_at) // 2], prefix_at[-1]})
     out: dict = {"seed": seed, "events": len(prefix_at)}
-    for label, forced in (("lp", 0), ("lp_forced", n_forced)):
+    for label, forced in (("lp", 0), ("lp_forced", n_forced))[:1 if lp_only else 2]:
         pool: set = set()
         duals = [lp_duals(gpu_items(seq[:k], forced), n_gpus, pool) for k in picks]
         alloc = []
@@ -162,6 +164,8 @@ def seed_bounds(nodes, trace, seed: int, forced_until: float) -> dict:
             used = min([float(placed)] + [dual_bound(items, n_gpus, lam) for lam in duals])
             alloc.append(round(100 * used / cap, 2))
         out[label] = 100 - round(bin_events(pct, alloc)[100], 2)
+    if lp_only:
+        return out
     pair_alloc = []
     for k in prefix_at:
         sizes = sizes_of(gpu_items(seq[:k]))
@@ -175,21 +179,15 @@ def seed_bounds(nodes, trace, seed: int, forced_until: float) -> dict:
     return out
 
 
-def policy_result(nodes, trace, policy_name: str, seed: int) -> tuple[float, float | None]:
+def policy_result(nodes, trace, policy_name: str, seed: int,
+                  prior: str = "online") -> tuple[float, float | None]:
     """(unallocated % at 100% arrived, arrived % at the first dropped GPU task), run exactly as
     experiment.run_one runs it."""
-    from scheduling.simulator.fill import REGISTRY
-    from scheduling.simulator.fill.experiment import bind_policy
-    from scheduling.simulator.fill.frag import FragModel
-    from scheduling.simulator.fill.loop import run_fill
+    from scheduling.simulator.fill.experiment import simulate
     from scheduling.simulator.fill.metrics import allocation_rate
 
-    policy = bind_policy(REGISTRY.get(policy_name), trace, nodes)
-    fm = FragModel.from_tasks(t.task for t in trace)
-    rng = random.Random(seed)
     cap = MILLI * sum(n.num_gpu for n in nodes)
-    seq = arrival_sequence(trace, cap, rng)
-    result = run_fill(nodes, seq, policy, fm, rng)
+    seq, result = simulate(nodes, trace, policy_name, seed, prior)
     first, used = None, 0
     for t, a, u in zip(seq, result.arrived, result.used, strict=True):
         if t.num_gpu and u == used:
@@ -210,19 +208,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--policy", action="append", default=[],
                     help="also run this policy per seed (repeatable); its column is the "
                          "unallocated %% and, in brackets, the arrived %% of its first drop")
+    ap.add_argument("--prior", choices=PRIORS, default="online",
+                    help="the policies' workload prior, as simulate fill --prior; past-half "
+                         "bounds and runs the trace's later half")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     nodes, trace = load_nodes(args.nodes), load_tasks(args.trace)
+    workload = split_by_creation(trace)[1] if args.prior == "past-half" else trace
     forced_head = f"lp<{args.forced_until:g}%"
-    print(f"lower bounds on unallocated GPU % at 100% arrived, {args.trace.stem}")
+    print(f"lower bounds on unallocated GPU % at 100% arrived, {args.trace.stem}, prior {args.prior}")
     print(f"{'seed':>5}{'events':>7}{'large':>7}{'810m':>6}{'cpu%':>7}{'pairing':>9}{'lp':>7}"
           f"{forced_head:>10}" + "".join(f"{p:>17}" for p in args.policy))
     rows = []
     for seed in args.seeds:
-        row = seed_bounds(nodes, trace, seed, args.forced_until)
+        row = seed_bounds(nodes, workload, seed, args.forced_until)
         cells = ""
         for p in args.policy:
-            row[p], row[f"{p}_first_drop"] = policy_result(nodes, trace, p, seed)
+            row[p], row[f"{p}_first_drop"] = policy_result(nodes, trace, p, seed, args.prior)
             first = row[f"{p}_first_drop"]
             cells += f"{row[p]:>9.2f} [{first:5.1f}]" if first else f"{row[p]:>9.2f} [  -  ]"
         rows.append(row)

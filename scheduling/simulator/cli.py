@@ -14,6 +14,7 @@ from pathlib import Path
 from . import report
 from .fill import REGISTRY
 from .fill.experiment import run_all
+from .fill.prior import PRIORS, split_by_creation
 from .fill.traces import TraceError, load_nodes, load_tasks
 from .run import add_run_parsers
 from .run.spec import SpecError
@@ -54,6 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
     fill.add_argument("--trace", required=True, type=Path, help="an openb_pod_list_*.csv")
     fill.add_argument("--policies", type=parse_policies, default=parse_policies(DEFAULT_POLICIES))
     fill.add_argument("--seeds", type=parse_seeds, default=parse_seeds("42-51"))
+    fill.add_argument("--prior", choices=PRIORS, default="online",
+                      help="what policies that learn the workload (fgd, tessera-fill) learn from: "
+                           "the tasks arrived so far (online), the trace's earlier half by "
+                           "creation_time, run on the later half (past-half), or the whole trace "
+                           "(oracle, the paper's method)")
     fill.add_argument("--json", type=Path, help="write the results here (atomically)")
     fill.add_argument("--html", type=Path, help="write a self-contained page of charts here")
     fill.add_argument("--expected", type=Path, help="the paper's fgd-expected-results folder "
@@ -78,20 +84,25 @@ def _progress(total: int):
 def cmd_fill(args: argparse.Namespace) -> int:
     nodes = load_nodes(args.nodes)
     trace = load_tasks(args.trace)
+    if args.prior == "past-half":
+        split_by_creation(trace)  # fails here, naming the problem, before any run
     started = time.perf_counter()
     bar, on_done = _progress(len(args.policies) * len(args.seeds))
     try:
-        results = run_all(nodes, trace, args.policies, args.seeds, args.processes, on_done)
+        results = run_all(nodes, trace, args.policies, args.seeds, args.processes, on_done,
+                          args.prior)
     finally:
         if bar is not None:
             bar.close()
     seconds = time.perf_counter() - started
-    doc = report.build_document(args.trace.stem, args.seeds, args.policies, results)
+    doc = report.build_document(args.trace.stem, args.seeds, args.policies, results, args.prior)
     expected = args.expected or report.find_expected_dir(args.trace)
     paper = report.load_paper_allocation(expected, args.trace.stem) if expected else {}
+    if args.prior == "past-half":
+        paper = {}  # the paper ran the whole trace; this run is its later half
     print(report.format_table(doc, paper, seconds))
     if not paper:
-        print(f"(no paper results for {args.trace.stem})")
+        print(f"(no paper results for {args.trace.stem}, prior {args.prior})")
     if args.json:
         report.write_json(args.json, doc)
     if args.html:

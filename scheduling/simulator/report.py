@@ -19,7 +19,7 @@ EXPECTED_FILE = "analysis_allo_discrete.csv"
 
 
 def build_document(trace_stem: str, seeds: list[int], policies: list[str],
-                   results: list[RunResult]) -> dict:
+                   results: list[RunResult], prior: str = "online") -> dict:
     by_policy: dict[str, list[RunResult]] = defaultdict(list)
     for r in results:
         by_policy[r.policy].append(r)
@@ -30,7 +30,8 @@ def build_document(trace_stem: str, seeds: list[int], policies: list[str],
             "allocation_rate": _str_keys(mean_over_runs(r.allocation_rate for r in runs)),
             "frag_ratio": _str_keys(mean_over_runs(r.frag_ratio for r in runs)),
         }
-    return {"experiment": "fill", "trace": trace_stem, "seeds": seeds, "policies": doc_policies}
+    return {"experiment": "fill", "trace": trace_stem, "prior": prior, "seeds": seeds,
+            "policies": doc_policies}
 
 
 def _str_keys(values: dict[int, float]) -> dict[str, float]:
@@ -78,7 +79,8 @@ def load_paper_allocation(expected_dir: Path, trace_stem: str) -> dict[str, dict
 
 def format_table(doc: dict, paper: dict[str, dict[str, float]], seconds: float) -> str:
     """Unallocated GPU % at 100% arrived per policy, beside the paper's figure where it has one."""
-    lines = [f"fill experiment on {doc['trace']} ({len(doc['seeds'])} seeds, {seconds:.1f} s)",
+    lines = [f"fill experiment on {doc['trace']}, prior {doc['prior']} ({len(doc['seeds'])} seeds, "
+             f"{seconds:.1f} s)",
              f"{'policy':<14}{'alloc@90':>9}{'alloc@100':>10}{'alloc@130':>10}"
              f"{'unalloc@100':>12}{'paper':>8}{'diff':>7}"]
     for name, metrics in doc["policies"].items():

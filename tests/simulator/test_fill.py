@@ -12,6 +12,7 @@ from scheduling.simulator.fill.experiment import run_one
 from scheduling.simulator.fill.frag import FragModel
 from scheduling.simulator.fill.loop import arrival_sequence, run_fill
 from scheduling.simulator.fill.model import Task
+from scheduling.simulator.fill.prior import Binding, FixedPrior
 from scheduling.simulator.fill.traces import NodeSpec, TraceTask
 
 TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
@@ -41,7 +42,7 @@ def test_fill_never_overcommits(policy):
     rng = random.Random(7)
     seq = arrival_sequence(TASKS, 3000, rng)
     fm = FragModel.from_tasks(t.task for t in TASKS)
-    result = run_fill(NODES, seq, get_policy(policy), fm, rng)
+    result = run_fill(NODES, seq, FixedPrior(Binding(get_policy(policy), fm)), fm, rng)
     assert len(result.arrived) == len(seq)
     assert all(0 <= u <= 3000 for u in result.used)
     assert result.used[-1] + result.idle[-1] == 3000
@@ -53,7 +54,7 @@ def test_tasks_respect_memory_and_model():
     rng = random.Random(3)
     fm = FragModel.from_tasks(t.task for t in TASKS)
     seq = [Task(1000, 40000, 1, 1000), Task(1000, 1, 1, 1000, frozenset({"C"}))]
-    result = run_fill(NODES, seq, get_policy("fgd"), fm, rng)
+    result = run_fill(NODES, seq, FixedPrior(Binding(get_policy("fgd"), fm)), fm, rng)
     assert result.used == [1000, 1000] and result.failed == 1
 
 
@@ -82,6 +83,7 @@ def test_cli_fill_writes_json_and_html(tmp_path, capsys):
     assert code == 0
     doc = json.loads(out.read_text())
     assert doc["experiment"] == "fill" and doc["trace"] == "tiny_pods" and doc["seeds"] == [1, 2]
+    assert doc["prior"] == "online"  # the default: what an online scheduler could know
     assert set(doc["policies"]) == {"tessera-fill", "fgd", "random"}
     assert set(doc["policies"]["fgd"]) == {"allocation_rate", "frag_ratio"}
     assert "100" in doc["policies"]["fgd"]["allocation_rate"]

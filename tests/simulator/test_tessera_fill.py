@@ -3,10 +3,11 @@
 import random
 
 from scheduling.simulator.fill import get_policy
-from scheduling.simulator.fill.experiment import bind_policy
+from scheduling.simulator.fill.experiment import gpu_capacity
 from scheduling.simulator.fill.frag import FragModel, TypicalShape
 from scheduling.simulator.fill.loop import run_fill
 from scheduling.simulator.fill.model import NodeState, Task
+from scheduling.simulator.fill.prior import Binding, FixedPrior, bind
 from scheduling.simulator.fill.tessera_fill import (
     TesseraFillPolicy,
     cpu_per_gpu,
@@ -65,7 +66,8 @@ def test_bound_tessera_fills_without_overcommitting():
     seq = [Task(20_000, 1, 0, 0), Task(10_000, 1, 1, 1000), Task(10_000, 1, 1, 1000),
            Task(4000, 1, 1, 500), Task(4000, 1, 1, 500)]
     policy = get_policy("tessera-fill").for_workload(seq)
-    result = run_fill(nodes, seq, policy, FragModel.from_tasks(seq), random.Random(1))
+    fm = FragModel.from_tasks(seq)
+    result = run_fill(nodes, seq, FixedPrior(Binding(policy, fm)), fm, random.Random(1))
     assert result.failed == 0 and result.used[-1] == 3000
 
 
@@ -92,7 +94,7 @@ def test_bind_policy_passes_capacity_per_model():
     nodes = [NodeSpec("a", 8000, 1, 2, "T4"), NodeSpec("b", 8000, 1, 2, "T4"),
              NodeSpec("c", 8000, 1, 4, "G2")]
     trace = [TraceTask("p", Task(1000, 1, 1, 1000, frozenset({"T4"})))]
-    policy = bind_policy(get_policy("tessera-fill"), trace, nodes)
+    policy = bind(get_policy("tessera-fill"), [t.task for t in trace], gpu_capacity(nodes)).policy
     assert policy.pressure == {"T4": 8000 / 1000 * 1000 / 4000, "G2": 0.0}
 
 

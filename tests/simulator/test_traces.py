@@ -29,6 +29,15 @@ def test_gpu_spec_column_is_optional(tmp_path):
     assert load_tasks(path)[0].task.spec is None
 
 
+def test_creation_time_is_read_when_the_list_has_it(tmp_path):
+    with_times = write(tmp_path, "a.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli,"
+                       "creation_time\np0,4000,1024,1,500,427061\n")
+    without = write(tmp_path, "b.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
+                    "p0,4000,1024,1,500\n")
+    assert load_tasks(with_times)[0].created == 427061
+    assert load_tasks(without)[0].created is None
+
+
 def test_nodes_skip_cpu_only_rows(tmp_path):
     path = write(tmp_path, "nodes.csv", NODE_HEADER + "n0,96000,393216,8,G2\nn1,32000,65536,0,\n")
     assert [n.name for n in load_nodes(path)] == ["n0"]

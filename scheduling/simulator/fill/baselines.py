@@ -26,6 +26,8 @@ def best_fit_share(node: NodeState, task: Task) -> int:
 class _BestFitGpu:
     """Most baselines pick GPUs best-fit inside the chosen node."""
 
+    uses_prior = False
+
     def share_pick(self, node: NodeState, task: Task, fm: FragModel, rng: Any) -> int:
         return best_fit_share(node, task)
 
@@ -34,6 +36,7 @@ class RandomPolicy:
     """Every feasible node ties, so the pick is uniform; a random fitting GPU for sharing."""
 
     name = "random"
+    uses_prior = False
     random_pick = True  # the artifact's PreScore draws one feasible node uniformly
 
     def score(self, node: NodeState, task: Task, fm: FragModel) -> int:
@@ -116,6 +119,7 @@ class FgdPolicy:
     """Greedy descent on the expected fragmentation F_n(M), squashed into 0..100."""
 
     name = "fgd"
+    uses_prior = True  # the typical shapes of its FragModel
 
     def _best(self, node: NodeState, task: Task, fm: FragModel) -> tuple[int, int | None]:
         best: tuple[int, int | None] | None = None

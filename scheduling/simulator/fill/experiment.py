@@ -10,9 +10,10 @@ from dataclasses import dataclass
 
 from . import REGISTRY
 from .frag import FragModel
-from .loop import arrival_sequence, run_fill
+from .loop import FillResult, arrival_sequence, run_fill
 from .metrics import allocation_rate, frag_ratio
-from .registry import Policy
+from .model import MILLI, Task
+from .prior import prior_for
 from .traces import NodeSpec, TraceTask
 
 MAX_PROCESSES = 2  # the build machines are shared
@@ -28,27 +29,29 @@ class RunResult:
     seconds: float
 
 
-def bind_policy(policy: Policy, trace: list[TraceTask],
-                nodes: list[NodeSpec] | None = None) -> Policy:
-    """Policies that learn from the workload (tessera-fill) get the original task list and, given
-    the node list, the cluster's GPU milli per model."""
-    bind = getattr(policy, "for_workload", None)
-    if not bind:
-        return policy
+def gpu_capacity(nodes: list[NodeSpec]) -> dict[str, int]:
+    """The cluster's GPU milli per model: what a policy may know of the cluster."""
     capacity: dict[str, int] = {}
-    for n in nodes or []:
-        capacity[n.model] = capacity.get(n.model, 0) + 1000 * n.num_gpu
-    return bind([t.task for t in trace], capacity or None)
+    for n in nodes:
+        capacity[n.model] = capacity.get(n.model, 0) + MILLI * n.num_gpu
+    return capacity
 
 
-def run_one(nodes: list[NodeSpec], trace: list[TraceTask], policy_name: str,
-            seed: int) -> RunResult:
-    started = time.perf_counter()
-    policy = bind_policy(REGISTRY.get(policy_name), trace, nodes)
-    fm = FragModel.from_tasks(t.task for t in trace)  # the paper's measure, for the metrics
+def simulate(nodes: list[NodeSpec], trace: list[TraceTask], policy_name: str, seed: int,
+             prior: str = "online") -> tuple[list[Task], FillResult]:
+    """One run: the arrival sequence and what the policy made of it."""
+    policy_prior, workload = prior_for(prior, REGISTRY.get(policy_name), trace,
+                                       gpu_capacity(nodes))
+    fm = FragModel.from_tasks(t.task for t in workload)  # the paper's measure, for the metrics
     rng = random.Random(seed)  # one stream for the shuffle, copies, node order and ties
-    capacity = 1000 * sum(n.num_gpu for n in nodes)
-    result = run_fill(nodes, arrival_sequence(trace, capacity, rng), policy, fm, rng)
+    seq = arrival_sequence(workload, MILLI * sum(n.num_gpu for n in nodes), rng)
+    return seq, run_fill(nodes, seq, policy_prior, fm, rng)
+
+
+def run_one(nodes: list[NodeSpec], trace: list[TraceTask], policy_name: str, seed: int,
+            prior: str = "online") -> RunResult:
+    started = time.perf_counter()
+    result = simulate(nodes, trace, policy_name, seed, prior)[1]
     return RunResult(policy_name, seed, allocation_rate(result), frag_ratio(result),
                      result.failed, time.perf_counter() - started)
 
@@ -61,18 +64,19 @@ def _init_worker(nodes: list[NodeSpec], trace: list[TraceTask]) -> None:
     _WORKER_INPUT = (nodes, trace)
 
 
-def _run_job(job: tuple[str, int]) -> RunResult:
+def _run_job(job: tuple[str, int, str]) -> RunResult:
     assert _WORKER_INPUT is not None
     return run_one(*_WORKER_INPUT, *job)
 
 
 def run_all(nodes: list[NodeSpec], trace: list[TraceTask], policies: list[str],
             seeds: list[int], processes: int = MAX_PROCESSES,
-            on_done: Callable[[RunResult], None] | None = None) -> list[RunResult]:
+            on_done: Callable[[RunResult], None] | None = None,
+            prior: str = "online") -> list[RunResult]:
     """Every (policy, seed) run; on_done is called as each finishes (for a progress bar)."""
     for name in policies:
         REGISTRY.get(name)  # fail before any work on an unknown name
-    jobs = [(p, s) for p in policies for s in seeds]
+    jobs = [(p, s, prior) for p in policies for s in seeds]
     processes = max(1, min(processes, MAX_PROCESSES, len(jobs)))
     results = []
     if processes == 1:

@@ -3,7 +3,8 @@
 Speed comes from scoring lazily. A node's score for a task depends only on the node's state and
 the task's CPU/GPU shape, and a placement changes one node. So each task shape keeps its nodes
 bucketed by score and, when a task of that shape arrives, rescores only the nodes placed on since
-the shape was last seen. Memory never enters a score, so it is checked when picking.
+the shape was last seen. Memory never enters a score, so it is checked when picking. When the
+policy's workload prior changes (prior.py), every score is recomputed on its shape's next use.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from .frag import FragModel
 from .model import MILLI, NodeState, Task, fits, place
-from .registry import Policy
+from .prior import Binding, Prior
 from .traces import NodeSpec, TraceTask
 
 TUNE = 1.3  # inflate the workload until requests reach 130% of GPU capacity
@@ -64,17 +65,22 @@ class _ShapeIndex:
 
 
 class FillSimulator:
-    def __init__(self, nodes: list[NodeSpec], policy: Policy, fm: FragModel, rng: random.Random):
+    def __init__(self, nodes: list[NodeSpec], binding: Binding, rng: random.Random):
         self.states = [NodeState(n.model, n.cpu, n.mem, (MILLI,) * n.num_gpu) for n in nodes]
-        self.policy, self.fm, self.rng = policy, fm, rng
-        self.random_pick = getattr(policy, "random_pick", False)
+        self.rng = rng
         self.changes: list[int] = []  # node ids, one per placement
-        self.indexes: dict[tuple, _ShapeIndex] = {}
+        self.rebind(binding)
         order = list(range(len(nodes)))
         rng.shuffle(order)
         self.rank = [0] * len(nodes)
         for pos, n in enumerate(order):
             self.rank[n] = pos
+
+    def rebind(self, binding: Binding) -> None:
+        """Score with this policy and prior from now on; every cached score is dropped."""
+        self.policy, self.fm = binding
+        self.random_pick = getattr(self.policy, "random_pick", False)
+        self.indexes: dict[tuple, _ShapeIndex] = {}
 
     def _rescore(self, idx: _ShapeIndex, n: int, task: Task) -> None:
         old = idx.score_of[n]
@@ -128,10 +134,11 @@ class FillSimulator:
         return old, new
 
 
-def run_fill(nodes: list[NodeSpec], seq: list[Task], policy: Policy, fm: FragModel,
+def run_fill(nodes: list[NodeSpec], seq: list[Task], prior: Prior, fm: FragModel,
              rng: random.Random) -> FillResult:
-    """Try each task once, in order; a task that does not fit is dropped."""
-    sim = FillSimulator(nodes, policy, fm, rng)
+    """Try each task once, in order; a task that does not fit is dropped. The prior is told of
+    each task only after it has been tried; fm is the paper's measure for the frag metric."""
+    sim = FillSimulator(nodes, prior.binding, rng)
     result = FillResult(capacity_milli=MILLI * sum(n.num_gpu for n in nodes))
     arrived = used = 0
     idle = result.capacity_milli
@@ -150,4 +157,6 @@ def run_fill(nodes: list[NodeSpec], seq: list[Task], policy: Policy, fm: FragMod
         result.used.append(used)
         result.frag.append(frag)
         result.idle.append(idle)
+        if prior.observe(task):
+            sim.rebind(prior.binding)
     return result

@@ -16,6 +16,7 @@ class Policy(Protocol):
     """
 
     name: str
+    uses_prior: bool  # scores against a workload prior (FragModel, for_workload): see prior.py
 
     def score(self, node: NodeState, task: Task, fm: FragModel) -> Any: ...
 

@@ -84,6 +84,7 @@ def stranded(node: NodeState, cpg: float) -> float:
 
 class TesseraFillPolicy:
     name = "tessera-fill"
+    uses_prior = True  # FGD's typical shapes, and what for_workload learns
 
     def __init__(self, cpg: float | None = None, pressure: Mapping[str, float] | None = None,
                  prices: Mapping[int, float] | None = None):
@@ -95,8 +96,8 @@ class TesseraFillPolicy:
     def for_workload(self, tasks: Iterable[Task],
                      capacity: Mapping[str, int] | None = None) -> TesseraFillPolicy:
         """A copy bound to the workload's CPU per GPU and, given the cluster's GPU milli per
-        model, each model's pressure and the LP prices of the request sizes (the simulator
-        passes the original list and node list)."""
+        model, each model's pressure and the LP prices of the request sizes. `tasks` is the
+        workload prior's list (prior.bind), never more than the prior allows."""
         tasks = list(tasks)
         if not capacity:
             return TesseraFillPolicy(cpu_per_gpu(tasks))

@@ -34,6 +34,7 @@ class NodeSpec(NamedTuple):
 class TraceTask(NamedTuple):
     name: str
     task: Task
+    created: int | None = None  # creation_time, seconds; None when the list has no such column
 
 
 def _open_rows(path: Path, required: tuple[str, ...]):
@@ -96,9 +97,16 @@ def _task_from_row(path: Path, line: int, row: dict) -> Task:
                 _int_field(path, line, row, "memory_mib"), num_gpu, gpu_milli, spec)
 
 
+def _created(path: Path, line: int, row: dict) -> int | None:
+    if "creation_time" not in row:
+        return None  # the multigpu lists have no timestamps
+    return _int_field(path, line, row, "creation_time")
+
+
 def load_tasks(path: str | Path) -> list[TraceTask]:
     path = Path(path)
-    tasks = [TraceTask(row["name"].strip(), _task_from_row(path, line, row))
+    tasks = [TraceTask(row["name"].strip(), _task_from_row(path, line, row),
+                       _created(path, line, row))
              for line, row in _open_rows(path, POD_COLUMNS)]
     if not tasks:
         raise TraceError(f"{path}: no tasks")
