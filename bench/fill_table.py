@@ -2,13 +2,14 @@
 LP lower bound on what any policy could reach.
 
     .venv/bin/python bench/fill_table.py --traces ../shared/traces/alibaba-gpu-v2023 \
-        [--split reporting] [--seeds 101-105] [--past-half] [--json fill-table.json]
+        [--split reporting] [--seeds 101-105] [--policies ...] [--past-half] [--json fill-table.json]
 
-For each trace and seed: the seven policies with the online prior, fgd and tessera-fill with the
-oracle prior (and, with --past-half, with the past-half prior where the trace has creation
+For each trace and seed: the policies (all seven by default) with the online prior, fgd and
+tessera-fill also with the oracle prior (and, with --past-half, with the past-half prior where the trace has creation
 times), and bench/fill_floor.py's lp bound for that seed's arrival sequence. Policies that learn
 no prior give the same result under every prior (tests/simulator/test_prior.py), so they run
 once. Figures are unallocated GPU % at 100% arrived: the median over seeds, the worst in brackets.
+A last table gives the paper's own published figures for the same traces (its seeds 42-51).
 """
 
 from __future__ import annotations
@@ -25,14 +26,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.fill_floor import seed_bounds  # noqa: E402
-from scheduling.simulator.cli import DEFAULT_POLICIES, parse_seeds  # noqa: E402
+from scheduling.simulator import report  # noqa: E402
+from scheduling.simulator.cli import DEFAULT_POLICIES, parse_policies, parse_seeds  # noqa: E402
 from scheduling.simulator.fill.experiment import run_one  # noqa: E402
 from scheduling.simulator.fill.prior import split_by_creation  # noqa: E402
 from scheduling.simulator.fill.sets import SPLITS, trace_file  # noqa: E402
 from scheduling.simulator.fill.traces import load_nodes, load_tasks  # noqa: E402
 
 POLICIES = DEFAULT_POLICIES.split(",")
-LEARNING = ("tessera-fill", "fgd")  # the policies that use a workload prior
+LEARNING = ("tessera-fill", "fgd")  # the policies that use a workload prior; always run
 NODE_FILE = "openb_node_list_gpu_node.csv"
 
 
@@ -41,12 +43,12 @@ def _inputs(folder: str, trace: str):
     return load_nodes(Path(folder) / NODE_FILE), load_tasks(Path(folder) / trace_file(trace))
 
 
-def run_cell(job: tuple[str, str, int, bool]) -> dict:
+def run_cell(job: tuple[str, str, int, bool, tuple[str, ...]]) -> dict:
     """Everything for one (trace, seed): {column: unallocated %}."""
-    folder, trace, seed, past_half = job
+    folder, trace, seed, past_half, policies = job
     nodes, tasks = _inputs(folder, trace)
     out: dict = {"trace": trace, "seed": seed}
-    for policy in POLICIES:
+    for policy in policies:
         out[f"{policy}/online"] = 100 - run_one(nodes, tasks, policy, seed, "online").allocation_rate[100]
     for policy in LEARNING:
         out[f"{policy}/oracle"] = 100 - run_one(nodes, tasks, policy, seed, "oracle").allocation_rate[100]
@@ -60,35 +62,51 @@ def run_cell(job: tuple[str, str, int, bool]) -> dict:
     return out
 
 
-def _cell(values: list[float]) -> str:
-    return f"{statistics.median(values):.2f} ({max(values):.2f})" if values else "–"
+def _cell(values: list[float], worst=max) -> str:
+    return f"{statistics.median(values):.2f} ({worst(values):.2f})" if values else "–"
 
 
-def tables(rows: list[dict], traces: list[str]) -> str:
+def tables(rows: list[dict], traces: list[str], paper_dir: Path | None = None) -> str:
     by_trace = {t: [r for r in rows if r["trace"] == t] for t in traces}
+    policies = [p for p in POLICIES if any(f"{p}/online" in r for r in rows)]
 
     def col(t: str, key: str) -> list[float]:
         return [r[key] for r in by_trace[t] if key in r]
 
-    head = ["trace", *POLICIES, "LP bound", "tessera-fill − bound", "tessera-fill < fgd"]
+    head = ["trace", *policies, "LP bound", "tessera-fill − bound", "tessera-fill < fgd"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for t in traces:
         gaps = [r["tessera-fill/online"] - r["bound"] for r in by_trace[t]]
         wins = sum(r["tessera-fill/online"] < r["fgd/online"] for r in by_trace[t])
-        lines.append("| " + " | ".join([t, *(_cell(col(t, f"{p}/online")) for p in POLICIES),
+        lines.append("| " + " | ".join([t, *(_cell(col(t, f"{p}/online")) for p in policies),
                                          _cell(col(t, "bound")), _cell(gaps),
                                          f"{wins}/{len(by_trace[t])}"]) + " |")
     priors = ["oracle", "online"] + (["past-half"] if any("fgd/past-half" in r for r in rows) else [])
+    later = ["LP bound, later half"] if "past-half" in priors else []
     head = ["trace"] + [f"{p} {q}" for q in priors for p in LEARNING] + [
-        f"margin {q}" for q in priors]
+        f"margin {q}" for q in priors] + later
     lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for t in traces:
         cells = [_cell(col(t, f"{p}/{q}")) for q in priors for p in LEARNING]
         margins = [_cell([r[f"fgd/{q}"] - r[f"tessera-fill/{q}"] for r in by_trace[t]
-                          if f"fgd/{q}" in r]) for q in priors]
-        lines.append("| " + " | ".join([t, *cells, *margins]) + " |")
+                          if f"fgd/{q}" in r], min) for q in priors]
+        bound = [_cell(col(t, "bound/past-half"))] if later else []
+        lines.append("| " + " | ".join([t, *cells, *margins, *bound]) + " |")
     lines.append("\nunallocated GPU % at 100% arrived, median over seeds (worst); margin = fgd − "
-                 "tessera-fill (worst = the largest margin; negative: fgd leads)")
+                 "tessera-fill (worst = the smallest; negative: fgd leads)")
+    if paper_dir:
+        lines += ["", _paper_table(paper_dir, traces)]
+    return "\n".join(lines)
+
+
+def _paper_table(paper_dir: Path, traces: list[str]) -> str:
+    """The paper's published unallocated % at 100% arrived (mean of its seeds 42-51)."""
+    names = list(report.PAPER_LABELS)[::-1]
+    lines = ["| trace (paper, published) | " + " | ".join(names) + " |", "|" + "---|" * (len(names) + 1)]
+    for t in traces:
+        paper = report.load_paper_allocation(paper_dir, Path(trace_file(t)).stem)
+        lines.append("| " + " | ".join([t, *(f"{100 - paper[n]['100']:.2f}" if n in paper else "–"
+                                              for n in names)]) + " |")
     return "\n".join(lines)
 
 
@@ -97,27 +115,36 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--traces", required=True, type=Path, help="the alibaba-gpu-v2023 folder")
     ap.add_argument("--split", choices=sorted(SPLITS), default="reporting")
     ap.add_argument("--seeds", type=parse_seeds, help="default: the split's seeds")
+    ap.add_argument("--policies", type=parse_policies, default=POLICIES,
+                    help="the policies to run online (tessera-fill and fgd always run)")
     ap.add_argument("--past-half", action="store_true", help="also the past-half prior")
     ap.add_argument("--processes", type=int, default=2)
-    ap.add_argument("--json", type=Path)
+    ap.add_argument("--json", type=Path, help="write every per-seed figure here")
+    ap.add_argument("--from-json", type=Path, help="print the tables of an earlier --json, run nothing")
     args = ap.parse_args(argv)
+    if args.from_json:
+        doc = json.loads(args.from_json.read_text())
+        print(tables(doc["rows"], list(SPLITS[doc["split"]].traces),
+                     report.find_expected_dir(args.traces / NODE_FILE)))
+        return 0
     split = SPLITS[args.split]
     seeds = args.seeds or list(split.seeds)
     if args.split == "reporting" and set(seeds) & set(SPLITS["tuning"].seeds):
         ap.error("reporting seeds overlap the tuning seeds")
-    jobs = [(str(args.traces), t, s, args.past_half) for t in split.traces for s in seeds]
+    policies = tuple(dict.fromkeys([*LEARNING, *args.policies]))
+    jobs = [(str(args.traces), t, s, args.past_half, policies) for t in split.traces for s in seeds]
     started, rows = time.perf_counter(), []
     with multiprocessing.Pool(max(1, min(args.processes, 2))) as pool:
         for row in pool.imap_unordered(run_cell, jobs):
             rows.append(row)
             print(f"[{len(rows)}/{len(jobs)} {time.perf_counter() - started:.0f} s] "
                   f"{row['trace']} seed {row['seed']}", file=sys.stderr, flush=True)
+            if args.json:  # after every cell, so a stopped run keeps what it did
+                report.write_atomic(args.json, json.dumps(
+                    {"split": args.split, "seeds": seeds, "rows": rows}, indent=1) + "\n")
     print(f"fill table, {args.split} set: {len(split.traces)} traces, seeds {seeds[0]}-{seeds[-1]} "
           f"({len(seeds)}), {time.perf_counter() - started:.0f} s\n")
-    print(tables(rows, list(split.traces)))
-    if args.json:
-        args.json.write_text(json.dumps({"split": args.split, "seeds": seeds, "rows": rows},
-                                        indent=1) + "\n")
+    print(tables(rows, list(split.traces), report.find_expected_dir(args.traces / NODE_FILE)))
     return 0
 
 
