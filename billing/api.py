@@ -65,7 +65,7 @@ class ChargebackView(BillingAPIView):
             raise _invalid({"month": [str(problem)]}) from problem
         rows = [{"business_unit": r.business_unit, "cost_center": r.cost_center, "team": r.team,
                  "project": r.project, "cost_code": r.cost_code, "tier": r.tier, "gpu_model": r.gpu_model,
-                 "gpu_hours": f"{r.gpu_hours:.6f}", "cost": str(r.cost)}
+                 "gpu_hours": f"{r.gpu_hours:.6f}", "cost": str(r.cost), "line_type": r.kind, "note": r.note}
                 for unit in report.units for team in unit.children.values()
                 for project in team.children.values() for r in project.rows]
         units = [{"name": u.name, "cost_center": u.code, "gpu_hours": f"{u.gpu_hours:.6f}", "cost": str(u.cost),
@@ -74,6 +74,8 @@ class ChargebackView(BillingAPIView):
         return Response({"month": str(month), "currency": "USD", "total_cost": str(report.total.cost),
                          "total_gpu_hours": f"{report.total.gpu_hours:.6f}",
                          "previous_total_cost": _text(report.total.previous_cost),
+                         "idle_cost_policy": report.idle_policy, "idle_cost": str(report.idle_total),
+                         "idle_cost_statement": report.idle_statement, "closed": report.closed is not None,
                          "business_units": units, "rows": rows, "notes": report.notes})
 
 

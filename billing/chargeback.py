@@ -5,13 +5,15 @@ level are sums of the same cent-rounded rows and always add up.
 """
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from decimal import ROUND_HALF_UP, Decimal
 
 from django.utils import timezone
 
+from billing.idle import RESERVED, policy_statement
 from billing.ledger import Names, NoRateError, Row
-from billing.lines import closed_month, cost_by_business_unit, statement_rows
-from billing.models import ClosedMonth
+from billing.lines import closed_month, cost_by_business_unit, live_rows, statement_policy, statement_rows
+from billing.models import ClosedMonth, LineKind
 from billing.periods import Month, PeriodError, month_range
 
 CHART_MONTHS = 6
@@ -58,6 +60,35 @@ class Node:
 
 
 @dataclass
+class Reserved:
+    """A reserved GPU model's amortised cost in the month: what usage paid plus the idle remainder."""
+
+    gpu_model: str
+    used: Decimal = Decimal(0)
+    idle: Decimal = Decimal(0)
+
+    @property
+    def amortised(self) -> Decimal:
+        return self.used + self.idle
+
+    @property
+    def utilization(self) -> Decimal | None:
+        return (self.used / self.amortised * 100).quantize(Decimal("0.1")) if self.amortised else None
+
+
+def reserved_summary(rows: list[Row]) -> list[Reserved]:
+    models: dict[str, Reserved] = {}
+    for row in rows:
+        if row.tier == RESERVED and row.kind in (LineKind.USAGE, LineKind.IDLE):
+            line = models.setdefault(row.gpu_model, Reserved(row.gpu_model))
+            if row.kind == LineKind.IDLE:
+                line.idle += row.cost
+            else:
+                line.used += row.cost
+    return sorted(models.values(), key=lambda line: line.gpu_model)
+
+
+@dataclass
 class Report:
     month: Month
     total: Node
@@ -67,10 +98,21 @@ class Report:
     chart: dict  # {"months": [...], "series": {business unit: [cost or None, ...]}}
     notes: list[str]
     closed: ClosedMonth | None = None  # None: the month is open and computed live
+    idle_policy: str = ""
+    compared_until: datetime | None = None  # month to date: last month is counted up to this moment only
+    reserved: list[Reserved] = field(default_factory=list)
 
     @property
     def units(self) -> list[Node]:
         return list(self.total.children.values())
+
+    @property
+    def idle_total(self) -> Decimal:
+        return sum((line.idle for line in self.reserved), Decimal(0))
+
+    @property
+    def idle_statement(self) -> str:
+        return policy_statement(self.idle_policy, self.idle_total)
 
 
 def build_tree(rows: list[Row]) -> Node:
@@ -123,24 +165,39 @@ def _chart(month: Month, known: dict[Month, dict[str, Decimal]], now, notes: lis
     return {"months": [str(m) for m in months], "series": series}
 
 
+def comparison_cutoff(month: Month, now):
+    """For a month still running, the same moment last month (clipped to its end); else None."""
+    if now >= month.end:
+        return None
+    return min(month.previous().start + (now - month.start), month.previous().end)
+
+
 def chargeback_report(month: Month, *, now=None) -> Report:
     """The report for one month; raises PeriodError for a future month, NoRateError when unpriceable."""
     now = now or timezone.now()
     if month.start > now:
         raise PeriodError(f"{month} has not started yet; pick {Month.of(now)} or earlier.")
     names = Names()
+    closed = closed_month(month)
     rows = statement_rows(month, now=now, names=names)
     total = build_tree(rows)
     notes: list[str] = []
     known = {month: {unit.name: unit.cost for unit in total.children.values()}}
+    cutoff = comparison_cutoff(month, now)
     try:
-        previous = build_tree(statement_rows(month.previous(), now=now, names=names))
+        if cutoff is None:
+            previous = build_tree(statement_rows(month.previous(), now=now, names=names))
+            known[month.previous()] = {unit.name: unit.cost for unit in previous.children.values()}
+        else:  # month to date: last month up to the same moment, computed live, never the whole month
+            previous = build_tree(live_rows(month.previous(), now=cutoff, names=names))
+            notes.append(f"Month to date: compared with {month.previous()} up to the same point "
+                         f"({cutoff:%Y-%m-%d %H:%M} UTC), not with the whole month.")
         _attach_previous(total, previous)
-        known[month.previous()] = {unit.name: unit.cost for unit in previous.children.values()}
     except NoRateError as error:
         notes.append(f"No month-over-month change: {error}")
     chart = _chart(month, known, now, notes, names)
     return Report(month=month, total=total, by_tier=_summary(rows, lambda r: r.tier),
                   by_model=_summary(rows, lambda r: r.gpu_model),
-                  previous_available=month.previous() in known, chart=chart, notes=notes,
-                  closed=closed_month(month))
+                  previous_available=month.previous() in known or cutoff is not None, chart=chart, notes=notes,
+                  closed=closed, compared_until=cutoff, idle_policy=statement_policy(month, closed),
+                  reserved=reserved_summary(rows))

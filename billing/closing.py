@@ -13,6 +13,7 @@ from decimal import Decimal
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from billing.idle import policy
 from billing.lines import closed_month, frozen_rows, live_rows
 from billing.models import Adjustment, ClosedMonth, FrozenLine
 from billing.periods import Month, PeriodError
@@ -64,6 +65,7 @@ def month_close(*, month: Month, by=None, now=None) -> ClosedMonth:
     try:
         with transaction.atomic():
             closed = ClosedMonth.objects.create(month=month.first_day, closed_at=now, closed_by=by,
+                                                idle_policy=policy(),
                                                 total_cost=sum((row.cost for row in rows), Decimal(0)))
     except IntegrityError as error:  # another finance user closed it a moment ago
         raise ClosingError(f"{month} is already closed.") from error

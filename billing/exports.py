@@ -5,12 +5,13 @@ from collections.abc import Iterable, Iterator
 from datetime import timedelta
 
 from billing.ledger import Names
-from billing.lines import statement_rows
+from billing.lines import closed_month, statement_policy, statement_rows
 from billing.periods import Month
 
 # Stable: finance systems import by these names. Add columns at the end, never rename.
 CSV_COLUMNS = ["month", "period_start", "period_end", "business_unit", "cost_center", "team", "project",
-               "cost_code", "tier", "gpu_model", "gpu_hours", "cost", "currency"]
+               "cost_code", "tier", "gpu_model", "gpu_hours", "cost", "currency",
+               "line_type", "note", "idle_cost_policy"]
 CURRENCY = "USD"
 
 
@@ -32,8 +33,9 @@ def csv_lines(months: Iterable[Month], *, now=None) -> Iterator[str]:
     names = Names()
     for month in months:
         last_day = month.next().first_day - timedelta(days=1)
+        policy = statement_policy(month, closed_month(month))  # every line states it (line_type "idle")
         for row in statement_rows(month, now=now, check=False, names=names):
             yield writer.writerow([
                 str(month), month.first_day.isoformat(), last_day.isoformat(), row.business_unit, row.cost_center,
                 row.team, row.project, row.cost_code, row.tier, row.gpu_model,
-                f"{row.gpu_hours:.6f}", f"{row.cost:.2f}", CURRENCY])
+                f"{row.gpu_hours:.6f}", f"{row.cost:.2f}", CURRENCY, row.kind, row.note, policy])

@@ -1,6 +1,7 @@
 """The lines of a month's statement: frozen once the month is closed, else computed live.
 
-A live month is its usage rows (billing.ledger) plus the adjustment lines booked in it. A closed
+A live month is its usage rows (billing.ledger), its idle reserved capacity (billing.idle) and the
+adjustment lines booked in it. A closed
 month is read back from its FrozenLine rows, so a later rate edit or a late interval cannot
 change what was billed; corrections go into an open month as adjustments (billing.closing).
 """
@@ -8,6 +9,7 @@ change what was billed; corrections go into an open month as adjustments (billin
 from collections import defaultdict
 from decimal import Decimal
 
+from billing.idle import idle_rows, policy
 from billing.ledger import Row, usage_rows
 from billing.models import Adjustment, ClosedMonth, FrozenLine, LineKind
 from billing.periods import Month
@@ -52,8 +54,9 @@ def adjustment_rows(month: Month) -> list[Row]:
 
 
 def live_rows(month: Month, *, now=None, check=True, names=None) -> list[Row]:
-    """What the month's statement would say if it were closed now."""
-    return sorted([*usage_rows(month, now=now, check=check, names=names), *adjustment_rows(month)], key=sort_key)
+    """What the month's statement would say if it were closed now: usage, idle capacity, adjustments."""
+    usage = usage_rows(month, now=now, check=check, names=names)
+    return sorted([*usage, *idle_rows(month, usage, now=now), *adjustment_rows(month)], key=sort_key)
 
 
 def statement_rows(month: Month, *, now=None, check=True, names=None) -> list[Row]:
@@ -62,6 +65,12 @@ def statement_rows(month: Month, *, now=None, check=True, names=None) -> list[Ro
     if closed is not None:
         return frozen_rows(month, closed)
     return live_rows(month, now=now, check=check, names=names)
+
+
+def statement_policy(month: Month, closed: ClosedMonth | None = None) -> str:
+    """The idle-cost policy a month's statement follows: the one it was closed under, else today's."""
+    closed = closed or closed_month(month)
+    return closed.idle_policy if closed is not None else policy()
 
 
 def cost_by_business_unit(month: Month, *, now=None, names=None) -> dict[str, Decimal]:

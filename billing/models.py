@@ -121,6 +121,8 @@ class ClosedMonth(models.Model):
     closed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                   related_name="+")
     total_cost = models.DecimalField(max_digits=14, decimal_places=2)
+    idle_policy = models.CharField(max_length=30, default="showback",
+                                   help_text="The idle-cost policy in force when the month was closed.")
 
     class Meta:
         ordering = ["-month"]
@@ -176,3 +178,4 @@ class Adjustment(models.Model):
 
     def __str__(self) -> str:
         return f"{self.amount:+} to {self.project} in {self.month:%Y-%m} for {self.corrects:%Y-%m}"
+

@@ -12,6 +12,7 @@ from decimal import Decimal
 
 from django.db.models import Case, Count, DecimalField, F, Q, Sum, Value, When
 
+from billing.idle import RESERVED, reservations
 from billing.ledger import (
     ON_DEMAND,
     ROW_FIELDS,
@@ -22,11 +23,11 @@ from billing.ledger import (
     intervals_in,
     money,
     rate_windows,
+    usage_rows,
 )
 from billing.periods import Month
 from scheduling.models import CapacityTier, Gpu
 
-RESERVED = "reserved"
 SAMPLE_STEP = timedelta(hours=2)
 
 
@@ -132,18 +133,18 @@ def commitments(month: Month, *, now=None) -> list[Commitment]:
             used[row["gpu_model"]] += Decimal(row["gpu_seconds"] or 0) / SECONDS_PER_HOUR
     samples = load_samples(month, as_of)
     step_h = Decimal(SAMPLE_STEP.total_seconds()) / SECONDS_PER_HOUR
+    idle = {r.gpu_model: r.idle_cost for r in reservations(month, usage_rows(month, now=now, check=False), now=now)}
     result = []
     for model in sorted(set(reserved_gpus) | set(samples)):
         result.append(_commitment(model, reserved_gpus.get(model, 0), hours, used[model], samples.get(model, []),
-                                  windows, step_h))
+                                  windows, step_h, idle.get(model, Decimal(0))))
     return result
 
 
-def _commitment(model, gpus, hours, used, samples, windows, step_h) -> Commitment:
-    # Idle cost and the modelled costs use the prices in force at the month's end.
+def _commitment(model, gpus, hours, used, samples, windows, step_h, idle_cost) -> Commitment:
+    # The modelled costs use the prices in force at the month's end; the idle cost is billing.idle's.
     reserved, on_demand = _price(windows, model, RESERVED), _price(windows, model, ON_DEMAND)
     capacity = gpus * hours
-    idle_cost = ((capacity - used) * reserved).quantize(Decimal("0.01")) if reserved is not None else Decimal(0)
     share = (reserved / on_demand).quantize(Decimal("0.001")) if reserved is not None and on_demand else None
     recommended = recommend(samples, share) if share is not None and samples else None
     priced = recommended is not None

@@ -41,7 +41,8 @@ def _table(rows: list[list], widths: list[float], extra: list | None = None) -> 
 
 def _summary(unit: Node, report: Report) -> Table:
     change = "—" if unit.change is None else f"{unit.change:+.1f}%"
-    rows = [["Cost", "GPU-hours", "Share of cluster cost", "Previous month", "Change"],
+    previous = f"Previous month to {report.compared_until:%d %b %H:%M}" if report.compared_until else "Previous month"
+    rows = [["Cost", "GPU-hours", "Share of cluster cost", previous, "Change"],
             [_dollars(unit.cost), _hours(unit.gpu_hours), f"{unit.share}%",
              _dollars(unit.previous_cost) if report.previous_available else "—", change]]
     return _table(rows, [34, 30, 40, 36, 30], [("FONTSIZE", (0, 1), (-1, 1), 12), ("ALIGN", (0, 0), (-1, -1), "LEFT")])
@@ -136,6 +137,7 @@ def statement_pdf(report: Report, unit_name: str, *, generated: datetime) -> byt
         Paragraph(f"<b>{unit_name}</b>{code} · {report.month.label} (UTC) · generated {generated:%Y-%m-%d %H:%M} UTC",
                   styles["Normal"]),
         Paragraph(_status(report), styles["Normal"]),
+        Paragraph(f"Idle-cost policy: {report.idle_policy}. {escape(report.idle_statement)}", styles["Normal"]),
         Spacer(1, 5 * mm), _summary(unit, report), Spacer(1, 5 * mm), _chart(unit, report),
         Paragraph("By team and project", styles["Heading3"]), _detail(unit),
         *_notes(unit, styles),

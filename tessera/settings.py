@@ -147,6 +147,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # Workers (agents/): which cluster they drive and how often each loop runs.
 TESSERA_BACKEND = env_choice("TESSERA_BACKEND", "simulated", ("simulated", "kubernetes"))
 TESSERA_POLICY = env_choice("TESSERA_POLICY", "tessera", POLICIES.names())  # the live cycle's engine policy
+# Who carries idle reserved capacity on statements (billing/idle.py): shown separately or spread.
+TESSERA_IDLE_COST_POLICY = env_choice("TESSERA_IDLE_COST_POLICY", "showback",
+                                      ("showback", "chargeback-by-use", "chargeback-by-guarantee"))
 TESSERA_SIMULATED_STATE = env_str("TESSERA_SIMULATED_STATE", str(VAR_DIR / "simulated-cluster.json"))
 TESSERA_AGENT_TOKEN_FILE = env_str("TESSERA_AGENT_TOKEN_FILE", "")
 TESSERA_POLL_INTERVAL_S = env_int("TESSERA_POLL_INTERVAL_S", 15, minimum=1)

@@ -25,7 +25,7 @@ NOW = datetime(2026, 3, 10, tzinfo=UTC)
 
 @pytest.fixture
 def world():
-    world = make_world(price="2.0000")
+    world = make_world(price="2.0000", tier="on-demand")  # no reserved capacity: no idle lines here
     start = datetime(2026, 2, 10, tzinfo=UTC)
     placement = place(world.jobs[0], world.whole, start)
     usage_interval_open(placement=placement, at=start)
@@ -43,7 +43,7 @@ def fiona():
 
 
 def raise_the_rate():
-    rate = Rate.objects.get(gpu_model="H100-80GB", tier__name="reserved")
+    rate = Rate.objects.get(gpu_model="H100-80GB", tier__name="on-demand")
     rate.price_per_gpu_hour = Decimal("3.0000")
     rate_save(rate=rate)
 
@@ -64,13 +64,13 @@ def test_a_correction_is_an_adjustment_line_in_the_next_open_month_with_who_and_
     [correction] = corrections(FEBRUARY, now=NOW)
     assert (correction.billed, correction.now, correction.difference) == (Decimal("200.00"), Decimal("300.00"),
                                                                          Decimal("100.00"))
-    [adjustment] = corrections_book(month=FEBRUARY, reason="reserved H100 price corrected", by=fiona, now=NOW)
+    [adjustment] = corrections_book(month=FEBRUARY, reason="on-demand H100 price corrected", by=fiona, now=NOW)
     assert (adjustment.month, adjustment.corrects) == (MARCH.first_day, FEBRUARY.first_day)
     assert corrections(FEBRUARY, now=NOW) == []  # booked once, not again
     march = chargeback_report(MARCH, now=NOW)
     [line] = [row for project in march.total.walk() for row in project.rows]
     assert line.kind == LineKind.ADJUSTMENT and line.cost == Decimal("100.00")
-    assert "2026-02" in line.note and "fiona-test" in line.note and "reserved H100 price corrected" in line.note
+    assert "2026-02" in line.note and "fiona-test" in line.note and "on-demand H100 price corrected" in line.note
     assert march.total.cost == Decimal("100.00")
     assert chargeback_report(FEBRUARY, now=NOW).total.cost == Decimal("200.00")
 
