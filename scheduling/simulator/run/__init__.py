@@ -1,6 +1,7 @@
-"""`simulate run` (a mixed inference + training cluster over time, through the real engine)
-and `simulate generate` (scenario files). `add_run_parsers(subparsers)` registers both on an
-argparse subparsers object; `python -m scheduling.simulator.run run|generate ...` works alone.
+"""`simulate run` (a mixed inference + training cluster over time, through the real engine),
+`simulate generate` (scenario files) and `simulate sweep` (every policy over scenario families).
+`add_run_parsers(subparsers)` registers them on an argparse subparsers object;
+`python -m scheduling.simulator.run run|generate|sweep ...` works alone.
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ import sys
 from pathlib import Path
 
 from . import output
+from .families import FAMILIES, Shape, family_shape, parse_gang_mix, parse_nodes, shape_with
 from .knobs import add_knob_arguments, knobs_from_args
 from .policies import known_policies
 from .spec import SpecError, load_cluster, load_jobs
 
-DEFAULT_POLICIES = "tessera,k8s-default,binpack,timeslice"
+DEFAULT_POLICIES = "tessera,k8s-default,kueue,kueue-mig,volcano,binpack,timeslice"
+SWEEP_POLICIES = DEFAULT_POLICIES
 
 
 def parse_policies(text: str) -> list[str]:
@@ -41,11 +44,66 @@ def add_run_parsers(subparsers) -> None:
     run.set_defaults(handler=cmd_run)
     gen = subparsers.add_parser("generate", help="write a cluster.json + jobs.csv scenario")
     gen.add_argument("--scenario", default="mixed", choices=("mixed",))
-    gen.add_argument("--gpus", type=int, default=256)
-    gen.add_argument("--hours", type=float, default=48.0)
+    gen.add_argument("--family", choices=tuple(FAMILIES), help="start from this family's shape")
+    add_shape_arguments(gen)
     gen.add_argument("--seed", type=int, default=7)
     gen.add_argument("--out", required=True, type=Path, help="folder for cluster.json and jobs.csv")
     gen.set_defaults(handler=cmd_generate)
+    sweep = subparsers.add_parser("sweep", help="every policy over scenario families and seeds: "
+                                  "medians, worst cases, wins and losses")
+    sweep.add_argument("--family", type=lambda t: [f.strip() for f in t.split(",") if f.strip()],
+                       help=f"comma-separated, of {', '.join(FAMILIES)} (default: the split's)")
+    sweep.add_argument("--split", choices=("reporting", "tuning"), default="reporting",
+                       help="which seeds (and families) to use: families.REPORTING or TUNING")
+    sweep.add_argument("--seeds", type=int, default=5, help="seeds per family")
+    sweep.add_argument("--policies", type=parse_policies, default=parse_policies(SWEEP_POLICIES))
+    sweep.add_argument("--gpus", type=int, help="override every family's GPU count")
+    sweep.add_argument("--hours", type=float, help="override every family's hours")
+    sweep.add_argument("--processes", type=int, default=1, help="parallel runs")
+    sweep.add_argument("--json", type=Path, help="write every run and the summary here")
+    add_knob_arguments(sweep)
+    sweep.set_defaults(handler=cmd_sweep)
+
+
+SHAPE_ARGUMENTS = (  # (option, type, help)
+    ("--gpus", int, "cluster GPUs (multiple of 8)"),
+    ("--hours", float, "window length"),
+    ("--nodes", parse_nodes, "node mix MODEL/INTERCONNECT/TIER[=SHARE],...; the first takes the rest "
+                             "(e.g. H100-80GB/nvswitch/reserved,A100-40GB/pcie/on-demand=0.25)"),
+    ("--mig-capable-share", float, "share of each part's nodes whose GPUs can do MIG"),
+    ("--mig-share", float, "share of reserved MIG-capable nodes that start in MIG mode"),
+    ("--spine-oversubscription", float, "cross-spine oversubscription (1 = none)"),
+    ("--gang-mix", parse_gang_mix, "training sizes SIZE:WEIGHT,... (e.g. 1:0.3,8:0.5,64:0.2)"),
+    ("--model-constraint-share", float, "share of training jobs that name GPU models"),
+    ("--inference-share", float, "peak serving GPUs / cluster GPUs"),
+    ("--load", float, "all demand inside the window / the cluster's GPU-hours (0.8-1.5 typical)"),
+    ("--diurnal-amplitude", float, "serving swings between 1 - this and 1 of its peak"),
+)
+
+
+def add_shape_arguments(parser: argparse.ArgumentParser) -> None:
+    defaults = Shape()
+    group = parser.add_argument_group("scenario shape (default: the family's, else today's mixed)")
+    for option, kind, help_text in SHAPE_ARGUMENTS:
+        default = getattr(defaults, option[2:].replace("-", "_"))
+        group.add_argument(option, type=_argument_type(kind), default=None,
+                           help=f"{help_text} (default {default})" if not isinstance(default, tuple) else help_text)
+
+
+def _argument_type(kind):
+    def convert(text: str):
+        try:
+            return kind(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    convert.__name__ = getattr(kind, "__name__", "value")
+    return convert
+
+
+def shape_from_args(args: argparse.Namespace) -> Shape:
+    base = family_shape(args.family) if args.family else Shape()
+    return shape_with(base, **{option[2:].replace("-", "_"): getattr(args, option[2:].replace("-", "_"))
+                               for option, _, _ in SHAPE_ARGUMENTS})
 
 
 def _progress(horizon: float, label: str):
@@ -93,10 +151,40 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from .generate import generate
 
     try:
-        cluster, jobs = generate(args.scenario, args.gpus, args.hours, args.seed, args.out)
+        cluster, jobs = generate(args.scenario, shape_from_args(args), args.seed, args.out)
     except ValueError as exc:
         raise SpecError("generate", None, None, str(exc)) from None
     print(f"wrote {cluster} and {jobs}")
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from . import sweep
+
+    try:
+        families, seeds = sweep.split_plan(args.split, args.family, args.seeds)
+        shapes = {f: shape_with(family_shape(f), gpus=args.gpus, hours=args.hours) for f in families}
+    except ValueError as exc:
+        raise SpecError("sweep", None, None, str(exc)) from None
+    if args.seeds < 1 or args.processes < 1:
+        raise SpecError("sweep", None, None, "--seeds and --processes must be at least 1")
+    knobs = knobs_from_args(args)
+    tasks = [sweep.Task(f, seed, p, shapes[f], knobs) for f in families for seed in seeds for p in args.policies]
+    from tqdm import tqdm
+
+    with tqdm(total=len(tasks), unit="run", desc="sweep") as bar:
+        def done(result: dict) -> None:
+            bar.set_postfix_str(f"{result['family']}/{result['seed']}/{result['policy']}")
+            bar.update(1)
+        results = sweep.run_sweep(tasks, args.processes, done)
+    summary = sweep.summarise(results, args.policies)
+    print(f"split {args.split}: families {', '.join(families)}; seeds {seeds[0]}-{seeds[-1]}")
+    print(sweep.format_summary(summary, args.policies))
+    if args.json:
+        output.write_json(args.json, {"experiment": "sweep", "split": args.split, "seeds": seeds,
+                                      "families": {f: {"description": FAMILIES[f][0],
+                                                       "shape": dataclasses.asdict(shapes[f])} for f in families},
+                                      "knobs": dataclasses.asdict(knobs), "runs": results, "summary": summary})
     return 0
 
 

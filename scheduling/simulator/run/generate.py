@@ -1,13 +1,16 @@
 """`simulate generate --scenario mixed`: a cluster and a workload of realistic shape.
 
-Cluster: HGX H100 (NVSwitch, 8×NDR) on reserved and spot, HGX A100-80GB on on-demand, leaves of
+The shape (families.Shape; `--family` presets) sets the node mix, MIG, spine, gang sizes, GPU-model
+constraints, serving share, load and diurnal swing. The default shape is today's scenario:
+HGX H100 (NVSwitch, 8×NDR) on reserved and spot, HGX A100-80GB on on-demand, leaves of
 8 nodes, 2 leaves per spine at 2:1 oversubscription, a quarter of the reserved nodes in MIG mode.
 Workload: inference services sized from real model footprints (engine.memory.memory_need_gb)
 with diurnal replica counts; notebooks in working hours; best-effort evaluations; training of
 1-64 GPUs with heavy-tailed durations resampled from Philly's runtimes (else a lognormal).
 Demand exceeds capacity in the window itself: the run opens on the training in flight in a
 busy cluster (length-biased, part done), and the training stream is re-drawn until everything
-asked for inside the window comes to LOAD_BAND times the cluster's GPU-hours.
+asked for inside the window comes to the shape's load (± LOAD_TOLERANCE) times the cluster's
+GPU-hours.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pathlib import Path
 
 from scheduling.engine.memory import memory_need_gb
 
+from .families import Shape, check_shape
 from .output import write_atomic
 from .spec import COLUMNS
 
@@ -32,7 +36,12 @@ PHILLY_RELATIVE = Path("shared") / "traces" / "philly" / "philly_runtime.csv"
 PHILLY_CANDIDATES = tuple(p / PHILLY_RELATIVE for p in Path(__file__).resolve().parents[3:])
 
 PRICES = {"H100-80GB": {"reserved": 2.5, "on-demand": 6.9, "spot": 2.8},
-          "A100-80GB": {"reserved": 1.5, "on-demand": 4.1, "spot": 1.7}}
+          "A100-80GB": {"reserved": 1.5, "on-demand": 4.1, "spot": 1.7},
+          # p4d.24xlarge (8x A100-40GB) $32.77/h on demand; capacity block $1.844/GPU-h; spot at
+          # 60% off, mid "50-65% below on-demand" (docs/reference/performance-figures.md §4).
+          "A100-40GB": {"reserved": 1.84, "on-demand": 4.1, "spot": 1.64}}
+MODEL_ORDER = ("H100-80GB", "A100-80GB", "A100-40GB")  # newest first: what a constraint names
+NICS = {"nvswitch": (8, 400), "nvlink-pairs": (2, 200), "pcie": (2, 200)}  # (NICs, Gb/s each)
 
 # (team, service, billions of parameters, precision, KV cache GB, GPUs, replicas at peak per 256 GPUs)
 SERVICES = (
@@ -48,23 +57,23 @@ SERVICES = (
 TEAMS = (("search", "consumer", 0.14, 0.40, 1.0, 0.0), ("ads", "consumer", 0.14, 0.45, 1.0, 0.15),
          ("research", "labs", 0.22, 0.75, 1.5, 0.35), ("vision", "labs", 0.14, 0.50, 1.0, 0.25),
          ("nlp", "labs", 0.14, 0.60, 1.0, 0.25), ("platform", "infra", 0.04, 0.20, 0.5, 0.0))
-TRAINING_SIZES = ((1, 0.30), (2, 0.12), (4, 0.18), (8, 0.22), (16, 0.10), (32, 0.05), (64, 0.03))
-OVERLOAD = 1.3  # offered training GPU-hours / the GPU-hours the cluster has
-BACKLOG = 1.0   # training GPUs in flight when the window opens / the cluster's GPUs
-LOAD_BAND = (1.25, 1.35)  # all demand's GPU-hours inside the window / the cluster's GPU-hours
+BACKLOG = 1.0   # training GPUs in flight when the window opens / the cluster's GPUs (at load 1.3)
+LOAD_TOLERANCE = 0.05  # the realised load is the shape's within this
 MAX_DRAWS = 64
+ADAPT_AFTER = 8  # draws at the shape's rate before the rate is corrected towards the load
 
 
-def generate(scenario: str, gpus: int, hours: float, seed: int, out: Path) -> tuple[Path, Path]:
+def generate(scenario: str, shape: Shape, seed: int, out: Path) -> tuple[Path, Path]:
     if scenario != "mixed":
         raise ValueError(f"unknown scenario {scenario!r}; known: mixed")
-    if gpus < 24 or gpus % 8:
-        raise ValueError("--gpus must be a multiple of 8, at least 24")
+    shape = check_shape(shape)
     rng = random.Random(seed)
-    cluster = make_cluster(gpus)
-    horizon = hours * 3600
-    rows = services(rng, gpus, horizon) + notebooks(rng, gpus, horizon) + evaluations(rng, gpus, horizon)
-    rows += overloading_training(seed, rows, gpus, horizon)
+    cluster = make_cluster(shape)
+    gpus, horizon = shape.gpus, shape.hours * 3600
+    models = cluster_models(cluster)
+    rows = services(rng, shape, models, horizon) + notebooks(rng, gpus, horizon)
+    rows += evaluations(rng, gpus, models, horizon)
+    rows += overloading_training(seed, rows, shape, models, horizon)
     rows.sort(key=lambda r: (r["submit_s"], r["job_id"]))
     out.mkdir(parents=True, exist_ok=True)
     cluster_path, jobs_path = out / "cluster.json", out / "jobs.csv"
@@ -73,47 +82,78 @@ def generate(scenario: str, gpus: int, hours: float, seed: int, out: Path) -> tu
     return cluster_path, jobs_path
 
 
-def make_cluster(gpus: int) -> dict:
-    nodes = gpus // 8
-    on_demand = max(1, round(nodes * 0.19))
-    spot = max(1, round(nodes * 0.31))
-    reserved = nodes - on_demand - spot
-    mig = max(1, reserved // 4)
-    plan = [("h100-mig-", "H100-80GB", "reserved", mig, 8), ("h100-res-", "H100-80GB", "reserved", reserved - mig, 0),
-            ("h100-spot-", "H100-80GB", "spot", spot, 0), ("a100-od-", "A100-80GB", "on-demand", on_demand, 0)]
+def make_cluster(shape: Shape) -> dict:
+    """Node groups in leaves of 8 nodes, 2 leaves per spine. Each part of the mix gets its share
+    of the nodes (the first part the rest); within a part the MIG-capable nodes come first, and
+    of a reserved part's MIG-capable nodes `mig_share` start in MIG mode."""
+    unpriced = [p.model for p in shape.nodes if p.model not in PRICES]
+    if unpriced:
+        raise ValueError(f"--nodes: no prices for {', '.join(unpriced)}; known: {', '.join(PRICES)}")
+    nodes = shape.gpus // 8
+    counts = [max(1, round(nodes * p.share)) if p.share is not None else 0 for p in shape.nodes]
+    counts[0] = nodes - sum(counts)
+    if counts[0] < 1:
+        raise ValueError("--nodes: the shares leave no node to the first part")
+    plan = []  # (prefix, part, count, mig_capable, MIG-mode GPUs per node)
+    for part, count in zip(shape.nodes, counts, strict=True):
+        stem = f"{part.model.split('-')[0].lower()}{'-pcie' if part.interconnect == 'pcie' else ''}"
+        tier = {"reserved": "res", "on-demand": "od", "spot": "spot"}[part.tier]
+        capable = round(count * shape.mig_capable_share)
+        mig = max(1, int(capable * shape.mig_share)) if part.tier == "reserved" and capable and shape.mig_share else 0
+        plan += [(f"{stem}-mig-", part, mig, True, 8), (f"{stem}-{tier}-", part, capable - mig, True, 0),
+                 (f"{stem}-{tier}-nomig-", part, count - capable, False, 0)]
     groups, slot = [], 0
-    for prefix, model, tier, count, mig_gpus in plan:
+    for prefix, part, count, capable, mig_gpus in plan:
+        nics, gbps = NICS[part.interconnect]
         while count > 0:
             leaf = slot // 8
             take = min(count, 8 - slot % 8)
-            groups.append({"name_prefix": f"{prefix}l{leaf + 1}-", "count": take, "gpu_model": model,
-                           "gpus_per_node": 8, "interconnect": "nvswitch", "cpu_cores": 192,
+            groups.append({"name_prefix": f"{prefix}l{leaf + 1}-", "count": take, "gpu_model": part.model,
+                           "gpus_per_node": 8, "interconnect": part.interconnect, "cpu_cores": 192,
                            "memory_gb": 2048, "leaf": f"leaf-{leaf + 1}", "spine": f"spine-{leaf // 2 + 1}",
-                           "tier": tier, "mig_capable": True, "mig_enabled_gpus": mig_gpus,
-                           "nic_gbps": 400, "nics": 8})
+                           "tier": part.tier, "mig_capable": capable, "mig_enabled_gpus": mig_gpus,
+                           "nic_gbps": gbps, "nics": nics})
             slot, count = slot + take, count - take
+    gpus = shape.gpus
     teams = [{"name": n, "business_unit": bu, "guaranteed_gpus": round(g * gpus),
               "burst_limit_gpus": round(b * gpus), "weight": w} for n, bu, g, b, w, _ in TEAMS]
-    return {"nodes": groups, "spine_oversubscription": 2.0, "prices_per_gpu_hour": PRICES,
+    prices = {m: PRICES[m] for m in dict.fromkeys(p.model for p in shape.nodes)}
+    return {"nodes": groups, "spine_oversubscription": shape.spine_oversubscription, "prices_per_gpu_hour": prices,
             "spot": {"reclaims_per_node_hour": 0.02, "notice_s": 120, "replace_s": 1800}, "teams": teams}
 
 
-def diurnal(t: float) -> float:
+def cluster_models(cluster: dict) -> tuple[tuple[str, float], ...]:
+    """(model, GPU memory GB) of the cluster's GPU models, newest first."""
+    models = dict.fromkeys(g["gpu_model"] for g in cluster["nodes"])
+    ordered = sorted(models, key=lambda m: MODEL_ORDER.index(m) if m in MODEL_ORDER else len(MODEL_ORDER))
+    return tuple((m, float(m.rsplit("-", 1)[1].removesuffix("GB"))) for m in ordered)
+
+
+def diurnal(t: float, amplitude: float = 0.7) -> float:
     """Share of peak inference load at time t (s): low at night, peak mid-afternoon."""
-    return 0.65 + 0.35 * math.sin(2 * math.pi * (t / 3600 - 9) / 24)
+    return 1 - amplitude / 2 + amplitude / 2 * math.sin(2 * math.pi * (t / 3600 - 9) / 24)
 
 
-def services(rng: random.Random, gpus: int, horizon: float) -> list[dict]:
+def catalogue_share() -> float:
+    """Peak serving GPUs of the service catalogue / 256 GPUs (a sub-GPU replica counts its memory
+    over 80 GB): what `inference_share` None means."""
+    return sum(peak * (count or memory_need_gb(params, precision, "inference", kv_cache_gb=kv) / 80)
+               for _, _, params, precision, kv, count, peak in SERVICES) / 256
+
+
+def services(rng: random.Random, shape: Shape, models, horizon: float) -> list[dict]:
     """Replicas of each service follow its diurnal target, re-evaluated every 30 minutes; a
     replica runs while the target stays above its index (an autoscaler's scale-out/in)."""
-    rows, step = [], 1800.0
+    rows, step, gpus = [], 1800.0, shape.gpus
+    scale = 1.0 if shape.inference_share is None else shape.inference_share / catalogue_share()
     for team, name, params, precision, kv, count, peak in SERVICES:
         size = max(1, count)
         need = memory_need_gb(params, precision, "inference", kv_cache_gb=kv)
         per_gpu = round(need / size, 1)
-        peak_replicas = max(1, round(peak * gpus / 256))
+        peak_replicas = max(1, round(peak * scale * gpus / 256))
         steps = int(horizon // step) + 1
-        targets = [max(1, round(peak_replicas * diurnal(i * step))) for i in range(steps)]
+        targets = [max(1, round(peak_replicas * diurnal(i * step, shape.diurnal_amplitude)))
+                   for i in range(steps)]
         for replica in range(peak_replicas):
             start = None
             for i, target in enumerate(targets + [0]):
@@ -124,6 +164,7 @@ def services(rng: random.Random, gpus: int, horizon: float) -> list[dict]:
                     end = i * step if i < steps else horizon + 3600
                     rows.append(_row(f"{name}-r{replica}-{start}", team, name, "inference", "production",
                                      submit, end - submit, count, per_gpu, 8 * size))
+                    rows[-1]["gpu_model"] = fitting_models("", per_gpu, models)
                     start = None
     return rows
 
@@ -141,7 +182,7 @@ def notebooks(rng: random.Random, gpus: int, horizon: float) -> list[dict]:
     return rows
 
 
-def evaluations(rng: random.Random, gpus: int, horizon: float) -> list[dict]:
+def evaluations(rng: random.Random, gpus: int, models, horizon: float) -> list[dict]:
     rows, rate = [], 8 * gpus / 256 / 3600
     t = 0.0
     while (t := t + rng.expovariate(rate)) < horizon:
@@ -149,20 +190,27 @@ def evaluations(rng: random.Random, gpus: int, horizon: float) -> list[dict]:
         rows.append(_row(f"eval-{len(rows)}", rng.choice(("platform", "research", "nlp")), "evals",
                          "batch", "best-effort", t, _lognormal(rng, 1800, 0.8, 300, 4 * 3600),
                          1 if whole else 0, 60.0 if whole else 16.0, 8 if whole else 4))
+        rows[-1]["gpu_model"] = fitting_models("", rows[-1]["gpu_mem_gb"], models)
     return rows
 
 
-def overloading_training(seed: int, rows: list[dict], gpus: int, horizon: float) -> list[dict]:
-    """Training whose demand exceeds capacity in this window, not just on average: with
+def overloading_training(seed: int, rows: list[dict], shape: Shape, models, horizon: float) -> list[dict]:
+    """Training that brings demand to the shape's load in this window, not just on average: with
     heavy-tailed runtimes one draw may offer 1.0x the cluster and the next 1.5x, so streams are
-    drawn (each from its own seed) until the realised load falls in LOAD_BAND."""
+    drawn (each from its own seed) until the realised load is within LOAD_TOLERANCE; after
+    ADAPT_AFTER misses the arrival rate is corrected by how far the last draw was off."""
     base = offered_gpu_hours(rows, horizon)
-    capacity = gpus * horizon / 3600
+    capacity = shape.gpus * horizon / 3600
+    low, high = shape.load - LOAD_TOLERANCE, shape.load + LOAD_TOLERANCE
+    rate = shape.load
     for draw in range(MAX_DRAWS):
-        stream = training(random.Random(f"{seed}/training/{draw}"), gpus, horizon)
-        if LOAD_BAND[0] <= (base + offered_gpu_hours(stream, horizon)) / capacity <= LOAD_BAND[1]:
+        stream = training(random.Random(f"{seed}/training/{draw}"), shape, models, horizon, rate)
+        offered = offered_gpu_hours(stream, horizon)
+        if low <= (base + offered) / capacity <= high:
             return stream
-    raise ValueError(f"no training stream within {LOAD_BAND} of capacity in {MAX_DRAWS} draws")
+        if draw + 1 >= ADAPT_AFTER and offered > 0:
+            rate *= max(0.05, shape.load * capacity - base) / offered
+    raise ValueError(f"no training stream within {low:.2f}..{high:.2f} of capacity in {MAX_DRAWS} draws")
 
 
 def offered_gpu_hours(rows: list[dict], horizon: float) -> float:
@@ -175,7 +223,7 @@ def offered_gpu_hours(rows: list[dict], horizon: float) -> float:
     return total
 
 
-def training(rng: random.Random, gpus: int, horizon: float) -> list[dict]:
+def training(rng: random.Random, shape: Shape, models, horizon: float, rate_factor: float) -> list[dict]:
     durations = philly_durations()
     if not durations:
         durations = tuple(_lognormal(rng, 1200, 1.8, 600, 86400) for _ in range(5000))
@@ -186,9 +234,10 @@ def training(rng: random.Random, gpus: int, horizon: float) -> list[dict]:
 
     def length_biased() -> float:
         return rng.choices(durations, cum_weights=cumulative)[0]
-    mean_gpus = sum(s * p for s, p in TRAINING_SIZES)
+    gpus = shape.gpus
+    mean_gpus = sum(s * p for s, p in shape.gang_mix) / sum(p for _, p in shape.gang_mix)
     mean_s = sum(durations) / len(durations)
-    rate = OVERLOAD * gpus / (mean_gpus * mean_s)
+    rate = rate_factor * gpus / (mean_gpus * mean_s)
     rows, t, backlog = [], 0.0, 0
     # The window opens on a cluster in steady state, not an empty one: the training in flight
     # (running or queued) at a random instant, BACKLOG x the cluster's GPUs of it. Jobs in
@@ -196,17 +245,37 @@ def training(rng: random.Random, gpus: int, horizon: float) -> list[dict]:
     # runs) and have a uniform share of their work left; drawn otherwise, the backlog is
     # mostly ten-minute jobs that are gone within the hour and the first hours see an idle,
     # under-asked cluster, a warm-up no real cluster has.
-    while backlog < BACKLOG * gpus:
+    while backlog < BACKLOG * min(1.0, shape.load / 1.3) * gpus:
         left = length_biased() * rng.random()
-        rows.append(_training_row(rng, len(rows), rng.uniform(0, 60), left, gpus))
+        rows.append(_training_row(rng, len(rows), rng.uniform(0, 60), left, shape, models))
         backlog += rows[-1]["gpus"]
     while (t := t + rng.expovariate(rate)) < horizon:
-        rows.append(_training_row(rng, len(rows), t, sample(), gpus))
+        rows.append(_training_row(rng, len(rows), t, sample(), shape, models))
     return rows
 
 
-def _training_row(rng: random.Random, number: int, submit: float, duration: float, gpus: int) -> dict:
-    size = rng.choices([s for s, _ in TRAINING_SIZES], [p for _, p in TRAINING_SIZES])[0]
+def model_choices(share: float, models) -> tuple[str, ...]:
+    """What a training job's gpu_model is drawn from: unconstrained (""), the newest model, or
+    the two newest; `share` of the options constrained (4 options where that is exact, else 20)."""
+    n = 4 if float(share * 4).is_integer() else 20
+    constrained = round(share * n)
+    newest, pair = models[0][0], "|".join(m for m, _ in models[:2])
+    return ("",) * (n - constrained) + (newest,) * (constrained - constrained // 2) + (pair,) * (constrained // 2)
+
+
+def fitting_models(constraint: str, memory: float, models) -> str:
+    """Narrow a job's models to those with the memory it needs (a user pins a model the job fits
+    on, or it fails with OOM); unchanged when every model it may use fits."""
+    allowed = [(m, gb) for m, gb in models if not constraint or m in constraint.split("|")]
+    if all(gb >= memory for _, gb in allowed):
+        return constraint
+    return "|".join(m for m, gb in allowed if gb >= memory) or models[0][0]
+
+
+def _training_row(rng: random.Random, number: int, submit: float, duration: float, shape: Shape,
+                  models) -> dict:
+    gpus = shape.gpus
+    size = rng.choices([s for s, _ in shape.gang_mix], [p for _, p in shape.gang_mix])[0]
     if size > gpus // 4:
         size = 8
     big = size >= 16
@@ -214,7 +283,8 @@ def _training_row(rng: random.Random, number: int, submit: float, duration: floa
     row = _row(f"train-{number}", rng.choices([t[0] for t in TEAMS], [t[5] for t in TEAMS])[0], "training",
                "training", "best-effort" if rng.random() < 0.1 else "training", submit, duration, size,
                rng.choice((32.0, 48.0, 64.0, 72.0, 78.0)), 12 * size)
-    row.update(gpu_model=rng.choice(("", "", "H100-80GB", "H100-80GB|A100-80GB")),
+    row.update(gpu_model=fitting_models(rng.choice(model_choices(shape.model_constraint_share, models)),
+                                        row["gpu_mem_gb"], models),
                comm_fraction=0.0 if size == 1 else round(rng.uniform(0.1, 0.3) if big else
                                                          rng.uniform(0.05, 0.15), 3),
                checkpoint_interval_s=rng.choice((1800, 3600)) if checkpoints else "",
