@@ -1,7 +1,8 @@
 from django.contrib import admin
 from django.db.models import Count
+from django.utils import timezone
 
-from portal.models import BusinessUnit, Membership, Project, Team
+from portal.models import ApiToken, BusinessUnit, Membership, Project, Team
 
 
 class MembershipInline(admin.TabularInline):
@@ -53,3 +54,21 @@ class MembershipAdmin(admin.ModelAdmin):
     search_fields = ["user__username", "user__email", "team__name"]
     list_select_related = ["user", "team"]
     autocomplete_fields = ["user", "team"]
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Users make their tokens in the portal (the secret is shown to them only); staff can revoke."""
+
+    list_display = ["name", "user", "prefix", "created_at", "expires_at", "last_used_at", "revoked_at"]
+    list_filter = ["revoked_at"]
+    search_fields = ["name", "prefix", "user__username"]
+    readonly_fields = ["user", "name", "prefix", "digest", "created_at", "expires_at", "last_used_at", "revoked_at"]
+    actions = ["revoke"]
+
+    def has_add_permission(self, request):
+        return False
+
+    @admin.action(description="Revoke the selected tokens")
+    def revoke(self, request, queryset):
+        queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())

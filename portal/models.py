@@ -93,3 +93,28 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} — {self.team} ({self.role})"
+
+
+class ApiToken(models.Model):
+    """A named API credential a user made in the portal. Only its SHA-256 digest is kept; it is
+    refused after `expires_at` or once revoked (portal/tokens.py, ui/api/auth.py)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=12, help_text="The token's first characters, to tell tokens apart.")
+    digest = models.CharField(max_length=64, unique=True, help_text="SHA-256 of the token, hex.")
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "name"], condition=Q(revoked_at__isnull=True),
+                                    name="api_token_live_name_unique_per_user"),
+            models.CheckConstraint(condition=Q(expires_at__gt=F("created_at")), name="api_token_expires_after_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} — {self.name} ({self.prefix}…)"

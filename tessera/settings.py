@@ -1,5 +1,6 @@
 """Tessera settings: one module, every value from the environment (see tessera/env.py)."""
 
+from datetime import timedelta
 from pathlib import Path
 
 from scheduling.engine.policies import POLICIES
@@ -32,8 +33,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     "django_filters",
+    "axes",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "portal",
@@ -54,6 +55,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Turns a sign-in refused for lockout into its 429 answer (tessera/signin.py); last, as Axes asks.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "tessera.urls"
@@ -82,6 +85,21 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# Lockout (django-axes, tessera/signin.py): after TESSERA_SIGNIN_FAILURE_LIMIT wrong passwords for a
+# username, every sign-in as it (portal, admin, API token endpoint) is refused for the cool-off,
+# the right password too. Counted per username: behind the ingress every client has its address.
+AUTHENTICATION_BACKENDS = ["tessera.signin.LockoutBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env_int("TESSERA_SIGNIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("TESSERA_SIGNIN_COOLOFF_MIN", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = ["username"]
+# Axes warns when the client address is not a lockout parameter (W006); here it would be the
+# ingress's own address for every client, so one attacker would lock everybody out.
+SILENCED_SYSTEM_CHECKS = ["axes.W006"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "tessera.signin.locked_out"
+AXES_VERBOSE = False
+# API tokens (portal/tokens.py): named, made in the portal, each valid for at most this many days.
+TESSERA_API_TOKEN_MAX_DAYS = env_int("TESSERA_API_TOKEN_MAX_DAYS", 365, minimum=1)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -176,7 +194,7 @@ CELERY_BEAT_SCHEDULE = {
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
+        "ui.api.auth.ApiTokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     # What every endpoint accepts beyond its own fields (JSON depth, times in UTC): portal/api_input.py.

@@ -1,6 +1,7 @@
 """The submit form: field types and ranges here, the rules that need the cluster in services."""
 
 from django import forms
+from django.core.validators import MaxValueValidator
 
 from scheduling import sizing
 from scheduling.models import Job
@@ -54,3 +55,14 @@ class SizingForm(forms.Form):
     workload = forms.ChoiceField(choices=list(sizing.WORKLOADS.items()), initial="inference")
     kv_cache_gb = forms.FloatField(min_value=0, required=False, initial=0, label="KV cache (GiB)")
     activations_gb = forms.FloatField(min_value=0, required=False, initial=0, label="Activations (GiB)")
+
+
+class ApiTokenForm(forms.Form):
+    name = forms.CharField(max_length=100, help_text="Where it is used, e.g. 'laptop' or 'ci'.")
+    days = forms.IntegerField(min_value=1, initial=30, label="Valid for (days)")
+
+    def __init__(self, *args, max_days: int, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["days"].max_value = max_days
+        self.fields["days"].validators.append(MaxValueValidator(max_days))
+        self.fields["days"].widget.attrs["max"] = max_days

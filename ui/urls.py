@@ -1,6 +1,6 @@
 from django.urls import path
 
-from ui import views
+from ui import account, views
 
 app_name = "ui"
 
@@ -13,4 +13,6 @@ urlpatterns = [
     path("jobs/<int:pk>/cancel/", views.job_cancel, name="job_cancel"),
     path("jobs/<int:pk>/priority/", views.job_priority, name="job_priority"),
     path("cluster/", views.cluster, name="cluster"),
+    path("account/tokens/", account.api_tokens, name="api_tokens"),
+    path("account/tokens/<int:pk>/revoke/", account.api_token_revoke, name="api_token_revoke"),
 ]

@@ -41,8 +41,9 @@ def test_anonymous_visitors_sign_in_first_and_the_api_refuses_them(client, demo)
 
 def test_the_api_takes_a_token(client, demo):
     from django.contrib.auth.models import User
-    from rest_framework.authtoken.models import Token
 
-    token = Token.objects.create(user=User.objects.get(username="fiona"))
-    response = client.get(reverse("billing-chargeback"), {"month": MONTH}, HTTP_AUTHORIZATION=f"Token {token.key}")
+    from portal.tokens import token_issue
+
+    _token, secret = token_issue(User.objects.get(username="fiona"), "reports", days=1)
+    response = client.get(reverse("billing-chargeback"), {"month": MONTH}, HTTP_AUTHORIZATION=f"Token {secret}")
     assert response.status_code == 200 and response.json()["month"] == MONTH

@@ -1,8 +1,7 @@
 from django.urls import include, path
-from rest_framework.authtoken.views import obtain_auth_token
 from rest_framework.routers import DefaultRouter
 
-from ui.api import checkpoints, views
+from ui.api import checkpoints, tokens, views
 
 router = DefaultRouter()
 router.register("jobs", views.JobViewSet, basename="job")
@@ -14,6 +13,6 @@ urlpatterns = [
     path("checkpoints/", checkpoints.CheckpointConfirmView.as_view(), name="checkpoint-confirm"),
     path("cluster/", views.ClusterView.as_view(), name="cluster"),
     path("sizing/", views.SizingView.as_view(), name="sizing"),
-    path("token/", obtain_auth_token, name="token"),
+    path("token/", tokens.TokenView.as_view(), name="token"),
     path("", include(router.urls)),
 ]

@@ -1,22 +1,29 @@
-"""`python manage.py api_token <user>`: print (creating if needed) the user's API token."""
+"""`python manage.py api_token <user>`: make a named, expiring API token for a user and print it."""
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
-from rest_framework.authtoken.models import Token
+
+from portal.tokens import token_issue
 
 
 class Command(BaseCommand):
-    help = "Print the API token of a user, creating it first if they have none (--rotate: a new one)."
+    help = "Make a named API token for a user and print it (shown once; users manage theirs in the portal)."
 
     def add_arguments(self, parser):
         parser.add_argument("username")
-        parser.add_argument("--rotate", action="store_true", help="Replace an existing token.")
+        parser.add_argument("--name", default="cli", help="What the token is for (unique among their live ones).")
+        parser.add_argument("--days", type=int, default=30,
+                            help=f"How long it lasts (at most TESSERA_API_TOKEN_MAX_DAYS, now "
+                                 f"{settings.TESSERA_API_TOKEN_MAX_DAYS}).")
 
-    def handle(self, *args, username, rotate, **options):
+    def handle(self, *args, username, name, days, **options):
         user = get_user_model().objects.filter(username=username).first()
         if user is None:
             raise CommandError(f"No user {username!r}.")
-        if rotate:
-            Token.objects.filter(user=user).delete()
-        token, _ = Token.objects.get_or_create(user=user)
-        self.stdout.write(token.key)
+        try:
+            _token, secret = token_issue(user, name, days)
+        except ValidationError as error:
+            raise CommandError("; ".join(error.messages)) from None
+        self.stdout.write(secret)
