@@ -1,4 +1,5 @@
-"""What every API endpoint accepts as input, beyond its own fields (settings.REST_FRAMEWORK).
+"""What every API endpoint accepts as input, beyond its own fields (settings.REST_FRAMEWORK), and
+the base of every write's serializer (unknown fields refused).
 
 Two inputs used to get past validation and fail in PostgreSQL or Python, as 500s: JSON nested
 deeper than Python's recursion limit, and times whose offset PostgreSQL cannot store (it takes up
@@ -6,13 +7,15 @@ to ±15:59; Python up to ±23:59). Times are therefore turned into UTC before an
 time that has no UTC equivalent (year 1 east of Greenwich, year 9999 west of it) is a 400.
 """
 
+import difflib
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
 import django_filters
 from django import forms
 from django.db import models
 from django_filters import rest_framework as drf_filters
-from rest_framework import exceptions, parsers
+from rest_framework import exceptions, parsers, serializers
 
 OUT_OF_RANGE = "This time is out of range once turned into UTC."
 
@@ -59,3 +62,22 @@ class FilterBackend(drf_filters.DjangoFilterBackend):
     """The default filter backend; views with `filterset_fields` get the FilterSet above."""
 
     filterset_base = FilterSet
+
+
+class StrictSerializer(serializers.Serializer):
+    """A write's fields, where a field the endpoint does not know is a 400 naming it.
+
+    Dropping it silently would lose what the client meant (a misspelt GPU-model pin would vanish).
+    """
+
+    def to_internal_value(self, data):
+        if isinstance(data, Mapping):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError({name: [_unknown(name, self.fields)] for name in unknown})
+        return super().to_internal_value(data)
+
+
+def _unknown(name: str, known) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f"Unknown field; did you mean {close[0]!r}?" if close else "Unknown field."

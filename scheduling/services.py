@@ -11,6 +11,7 @@ transaction (scheduling sits below billing in the layer order and never imports 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -83,7 +84,7 @@ def job_release(*, job_id: int, at: datetime, reason: str, progress_s: float | N
     return True
 
 
-def _resources_errors(*, gpus, gpu_memory_gb, gpu_model, gang, cpu_cores, memory_gb,
+def _resources_errors(*, gpus, gpu_memory_gb, gpu_models, gang, cpu_cores, memory_gb,
                       checkpoint_interval_s, checkpoint_save_s=None, expected_runtime_s=None) -> dict[str, str]:
     errors = {}
     models = cluster_gpu_models()
@@ -93,9 +94,10 @@ def _resources_errors(*, gpus, gpu_memory_gb, gpu_model, gang, cpu_cores, memory
         errors["gpu_memory_gb"] = "Memory cannot be negative."
     if gpus == 0 and gpu_memory_gb <= 0 and "gpus" not in errors:
         errors["gpus"] = "Ask for whole GPUs or give a memory need."
-    if gpu_model and gpu_model not in models:
-        errors["gpu_model"] = f"No {gpu_model} GPUs in the cluster; known: {', '.join(models) or 'none'}."
-    candidates = {gpu_model: models[gpu_model]} if gpu_model in models else models
+    unknown = [model for model in gpu_models if model not in models]
+    if unknown:
+        errors["gpu_models"] = f"No {', '.join(unknown)} GPUs in the cluster; known: {', '.join(models) or 'none'}."
+    candidates = {m: models[m] for m in gpu_models if m in models} or models
     largest = max((m["memory_gb"] for m in candidates.values()), default=0)
     if gpu_memory_gb > largest:
         errors["gpu_memory_gb"] = f"{gpu_memory_gb:g} GiB is more than any GPU here has ({largest:g} GiB)."
@@ -124,13 +126,12 @@ def _priority_class(user, team, name: str) -> PriorityClass:
     return chosen
 
 
-def _profile_need(mig_profile: str, gpu_model: str) -> tuple[float, str]:
-    """Memory need and model list implied by a MIG profile name."""
-    models = cluster_gpu_models()
-    found = sizing.profile_memory_gb(mig_profile, [gpu_model] if gpu_model else models)
+def _profile_need(mig_profile: str, gpu_models: Sequence[str]) -> tuple[float, list[str]]:
+    """Memory need and models implied by a MIG profile name (among the pinned models, if any)."""
+    found = sizing.profile_memory_gb(mig_profile, gpu_models or cluster_gpu_models())
     if not found:
         raise ValidationError({"mig_profile": f"Unknown MIG profile {mig_profile!r} for the cluster's GPUs."})
-    return min(found.values()), "|".join(sorted(found))
+    return min(found.values()), sorted(found)
 
 
 def _project(team, name: str | None) -> Project:
@@ -144,7 +145,7 @@ def _project(team, name: str | None) -> Project:
 
 @transaction.atomic
 def job_submit(*, user, team, name: str, kind: str, priority_class: str, gpus: int = 0,
-               gpu_memory_gb: float = 0.0, mig_profile: str = "", gpu_model: str = "",
+               gpu_memory_gb: float = 0.0, mig_profile: str = "", gpu_models: Sequence[str] = (),
                project: str | None = None, cpu_cores: float = 1.0, memory_gb: float = 8.0,
                gang: bool = True, checkpoint_interval_s: int | None = None, checkpoint_save_s: int | None = None,
                expected_runtime_s: int | None = None, image: str = "", command: str = "") -> Job:
@@ -153,11 +154,11 @@ def job_submit(*, user, team, name: str, kind: str, priority_class: str, gpus: i
     if kind not in Job.Kind.values:
         raise ValidationError({"kind": f"Unknown kind {kind!r}."})
     chosen = _priority_class(user, team, priority_class)
-    gpu_models = gpu_model
+    pinned = sorted(set(gpu_models))  # the models the job may run on; none: any
     if mig_profile:
-        gpu_memory_gb, gpu_models = _profile_need(mig_profile, gpu_model)
+        gpu_memory_gb, pinned = _profile_need(mig_profile, pinned)
         gpus = 0
-    errors = _resources_errors(gpus=gpus, gpu_memory_gb=gpu_memory_gb, gpu_model=gpu_model, gang=gang,
+    errors = _resources_errors(gpus=gpus, gpu_memory_gb=gpu_memory_gb, gpu_models=pinned, gang=gang,
                                cpu_cores=cpu_cores, memory_gb=memory_gb,
                                checkpoint_interval_s=checkpoint_interval_s, checkpoint_save_s=checkpoint_save_s,
                                expected_runtime_s=expected_runtime_s)
@@ -166,7 +167,7 @@ def job_submit(*, user, team, name: str, kind: str, priority_class: str, gpus: i
     last = Job.objects.filter(team=team, status__in=Job.WAITING_STATUSES).aggregate(m=Max("queue_order"))["m"]
     job = Job.objects.create(
         team=team, project=_project(team, project), submitted_by=user, name=name, kind=kind,
-        priority_class=chosen, gpus=gpus, gpu_memory_gb=gpu_memory_gb, gpu_models=gpu_models,
+        priority_class=chosen, gpus=gpus, gpu_memory_gb=gpu_memory_gb, gpu_models="|".join(pinned),
         cpu_cores=cpu_cores, memory_gb=memory_gb, gang=gang, checkpoint_interval_s=checkpoint_interval_s,
         checkpoint_save_s=checkpoint_save_s,
         expected_runtime_s=expected_runtime_s, preemptible=chosen.preemptible, image=image, command=command,

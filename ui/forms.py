@@ -19,7 +19,8 @@ class JobSubmitForm(forms.Form):
     gpu_memory_gb = forms.FloatField(min_value=0, initial=0, label="Memory need per GPU (GiB)")
     mig_profile = forms.CharField(required=False, max_length=30, label="Or a MIG profile",
                                   help_text="e.g. 1g.10gb; overrides the memory need.")
-    gpu_model = forms.ChoiceField(required=False, label="GPU model")
+    gpu_models = forms.MultipleChoiceField(required=False, label="GPU models",
+                                           help_text="Run only on these; none chosen: any.")
     gang = forms.BooleanField(required=False, initial=True, help_text="All GPUs at once or none.")
     cpu_cores = forms.FloatField(min_value=0.1, initial=4, label="CPU cores")
     memory_gb = forms.FloatField(min_value=0, initial=32, label="Host memory (GiB)")
@@ -38,7 +39,7 @@ class JobSubmitForm(forms.Form):
         self.fields["team"].choices = [(t.name, t.name) for t in teams]
         self.fields["project"].choices = [("", "(first project)")] + [(p, p) for p in projects]
         self.fields["priority_class"].choices = [(c.name, f"{c.name} ({c.value})") for c in priority_classes]
-        self.fields["gpu_model"].choices = [("", "any")] + [(m, m) for m in gpu_models]
+        self.fields["gpu_models"].choices = [(m, m) for m in gpu_models]
 
 
 class PriorityForm(forms.Form):

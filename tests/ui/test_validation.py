@@ -11,9 +11,9 @@ GOOD = {"team": "alpha", "name": "ok-job", "kind": "training", "priority_class":
 BAD = [
     ("negative_gpus", {"gpus": -1}, "gpus"),
     ("memory_above_any_gpu", {"gpus": 0, "gpu_memory_gb": 200}, "gpu_memory_gb"),
-    ("memory_above_the_model", {"gpus": 0, "gpu_memory_gb": 60, "gpu_model": "A100-40GB"}, "gpu_memory_gb"),
+    ("memory_above_the_model", {"gpus": 0, "gpu_memory_gb": 60, "gpu_models": ["A100-40GB"]}, "gpu_memory_gb"),
     ("unknown_profile", {"gpus": 0, "mig_profile": "9g.999gb"}, "mig_profile"),
-    ("unknown_model", {"gpu_model": "TPU-v5"}, "gpu_model"),
+    ("unknown_model", {"gpu_models": ["TPU-v5"]}, "gpu_models"),
     ("gang_larger_than_cluster", {"gpus": 64, "gang": True}, "gpus"),
     ("nothing_asked", {"gpus": 0, "gpu_memory_gb": 0}, "gpus"),
     ("unknown_kind", {"kind": "mining"}, "kind"),
@@ -67,7 +67,7 @@ def test_a_mig_profile_sets_the_memory_need(clients, jobs):
                                     content_type="application/json")
     assert response.status_code == 201
     # Both models have a 1g.10gb; the need is the smaller of the two so it fits either.
-    assert response.json()["gpu_memory_gb"] == 9.62 and response.json()["gpu_models"] == "A100-40GB|H100-80GB"
+    assert response.json()["gpu_memory_gb"] == 9.62 and response.json()["gpu_models"] == ["A100-40GB", "H100-80GB"]
 
 
 def test_reprioritise_to_an_unknown_class_is_a_400(clients, jobs):

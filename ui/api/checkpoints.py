@@ -19,7 +19,7 @@ from rest_framework.views import APIView
 
 from checkpoints import services
 from checkpoints.models import CheckpointConfirmation, CheckpointToken
-from portal.api_input import JSONParser, as_utc
+from portal.api_input import JSONParser, StrictSerializer, as_utc
 
 
 class CheckpointTokenAuthentication(BaseAuthentication):
@@ -92,7 +92,7 @@ class Rfc3339Field(serializers.DateTimeField):
             self.fail("invalid")
 
 
-class ConfirmSerializer(serializers.Serializer):
+class ConfirmSerializer(StrictSerializer):
     checkpoint_id = serializers.RegexField(
         r"^[A-Za-z0-9][A-Za-z0-9._:-]*$", max_length=100,
         help_text="The id from the pod's tessera.io/checkpoint-request annotation, or 'periodic' for a checkpoint "
@@ -103,12 +103,6 @@ class ConfirmSerializer(serializers.Serializer):
     saved_at = Rfc3339Field(help_text="When the checkpoint was written (RFC 3339, with zone).")
     path = serializers.CharField(max_length=1000, required=False, allow_blank=True, default="",
                                  help_text="Where it was written (informational).")
-
-    def validate(self, attrs):
-        unknown = sorted(set(self.initial_data) - set(self.fields))
-        if unknown:
-            raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
-        return attrs
 
 
 class ConfirmationSerializer(serializers.ModelSerializer):

@@ -2,6 +2,7 @@
 
 from rest_framework import serializers
 
+from portal.api_input import StrictSerializer
 from portal.models import Team
 from scheduling.engine.reasons import WaitingReason
 from scheduling.models import Job
@@ -18,8 +19,11 @@ class JobSerializer(serializers.ModelSerializer):
     project = serializers.CharField(source="project.name")
     priority_class = serializers.CharField(source="priority_class.name")
     priority_value = serializers.IntegerField(source="priority_class.value")
-    submitted_by = serializers.CharField(source="submitted_by.username", default=None)
+    submitted_by = serializers.CharField(source="submitted_by.username", default=None, allow_null=True)
     pending_reason_code = waiting_reason_field()
+    gpu_models = serializers.ListField(
+        child=serializers.CharField(), source="allowed_gpu_models", read_only=True,
+        help_text="The GPU models the job may run on, as submitted; empty: any.")
 
     class Meta:
         model = Job
@@ -41,12 +45,26 @@ JOB_ROW = {name: name for name in JobSerializer.Meta.fields} | {
     "priority_value": "priority_class__value", "submitted_by": "submitted_by__username"}
 
 
+def model_list(stored: str) -> list[str]:
+    """A job's gpu_models column ('|'-separated) as the API shows it: a list."""
+    return [model for model in stored.split("|") if model]
+
+
+# Columns whose stored form differs from the API's, with the conversion the serializers make.
+CONVERTED = {"gpu_models": model_list}
+
+
 def as_dicts(rows, shape: dict[str, str]) -> list[dict]:
     names = list(shape)
-    return [dict(zip(names, row, strict=True)) for row in rows]
+    converted = [(name, CONVERTED[name]) for name in names if name in CONVERTED]
+    made = [dict(zip(names, row, strict=True)) for row in rows]
+    for row in made:
+        for name, convert in converted:
+            row[name] = convert(row[name])
+    return made
 
 
-class JobSubmitSerializer(serializers.Serializer):
+class JobSubmitSerializer(StrictSerializer):
     team = serializers.SlugField()
     project = serializers.CharField(required=False, allow_blank=True, max_length=100)
     name = serializers.SlugField(max_length=100)
@@ -55,7 +73,9 @@ class JobSubmitSerializer(serializers.Serializer):
     gpus = serializers.IntegerField(min_value=0, max_value=4096, default=0)
     gpu_memory_gb = serializers.FloatField(min_value=0, default=0)
     mig_profile = serializers.CharField(required=False, allow_blank=True, max_length=30, default="")
-    gpu_model = serializers.CharField(required=False, allow_blank=True, max_length=40, default="")
+    gpu_models = serializers.ListField(
+        child=serializers.CharField(max_length=40), required=False, default=list, max_length=8,
+        help_text="Pin the job to these GPU models (as jobs show them); empty: any.")
     gang = serializers.BooleanField(default=True)
     cpu_cores = serializers.FloatField(min_value=0.1, default=1)
     memory_gb = serializers.FloatField(min_value=0, default=8)
@@ -69,19 +89,24 @@ class JobSubmitSerializer(serializers.Serializer):
     command = serializers.CharField(required=False, allow_blank=True, max_length=1000, default="")
 
 
-class ReprioritiseSerializer(serializers.Serializer):
+class ReprioritiseSerializer(StrictSerializer):
     priority_class = serializers.CharField(max_length=40)
 
 
-class ReorderSerializer(serializers.Serializer):
+class NoFieldsSerializer(StrictSerializer):
+    """A write that takes no fields (cancel): any field sent is a 400, not ignored."""
+
+
+class ReorderSerializer(StrictSerializer):
     job_ids = serializers.ListField(child=serializers.IntegerField(min_value=1), max_length=100000)
 
 
 class QueueEntrySerializer(serializers.ModelSerializer):
     priority_class = serializers.CharField(source="priority_class.name")
-    submitted_by = serializers.CharField(source="submitted_by.username", default=None)
-    position_team = serializers.IntegerField(source="queue_position_team")
-    position_overall = serializers.IntegerField(source="queue_position_overall")
+    submitted_by = serializers.CharField(source="submitted_by.username", default=None, allow_null=True)
+    # Null until the first scheduling cycle after the job was submitted.
+    position_team = serializers.IntegerField(source="queue_position_team", allow_null=True)
+    position_overall = serializers.IntegerField(source="queue_position_overall", allow_null=True)
     reason_code = waiting_reason_field(source="pending_reason_code")
     reason = serializers.CharField(source="pending_reason")
 
@@ -130,3 +155,23 @@ class ClusterNodeSerializer(serializers.Serializer):
     interconnect = serializers.CharField()
     gpu_model = serializers.CharField()
     cells = serializers.ListField(child=serializers.DictField(), help_text="One per GPU; MIG instances in segments.")
+
+
+class FreeCapacitySerializer(serializers.Serializer):
+    """Free capacity of one GPU model (ui.selectors.free_by_model)."""
+
+    model = serializers.CharField()
+    gpus = serializers.IntegerField()
+    free_gpus = serializers.IntegerField()
+    free_slices = serializers.IntegerField()
+    free_units = serializers.FloatField()
+
+
+class ClusterPageSerializer(serializers.Serializer):
+    """A page of the cluster inventory, with the free capacity of the nodes on it."""
+
+    count = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = ClusterNodeSerializer(many=True)
+    free_by_model = FreeCapacitySerializer(many=True)

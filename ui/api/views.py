@@ -58,9 +58,10 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
         job = _call(services.job_submit, user=request.user, team=team, **data)
         return Response(s.JobSerializer(selectors.job_get(request.user, job.pk)).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(request=None, responses=s.JobSerializer)
+    @extend_schema(request=s.NoFieldsSerializer, responses=s.JobSerializer)
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
+        s.NoFieldsSerializer(data=request.data).is_valid(raise_exception=True)
         job = _call(services.job_cancel, user=request.user, job=self.get_object())
         return Response(s.JobSerializer(selectors.job_get(request.user, job.pk)).data)
 
@@ -115,7 +116,7 @@ class TeamViewSet(viewsets.ReadOnlyModelViewSet):
         return Response(data)
 
     @extend_schema(request=s.ReorderSerializer, responses=s.QueueEntrySerializer(many=True))
-    @action(detail=True, methods=["post"], url_path="queue/reorder")
+    @action(detail=True, methods=["post"], url_path="queue/reorder", pagination_class=None)  # the whole queue
     def reorder(self, request, name=None):
         team = self._team_with_jobs()
         incoming = s.ReorderSerializer(data=request.data)
@@ -134,6 +135,7 @@ class ClusterView(GenericAPIView):
     def get_queryset(self):
         return selectors.cluster_nodes()
 
+    @extend_schema(responses=s.ClusterPageSerializer)
     def get(self, request):
         nodes = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
         response = self.get_paginated_response(cluster_view.heat_rows(request.user, nodes))
