@@ -28,6 +28,7 @@ from scheduling.engine.memory import memory_need_gb
 
 from .families import Shape, check_shape
 from .output import write_atomic
+from .serving import need_from_rate
 from .spec import COLUMNS
 
 # The traces lie in shared/ beside (or above) the checkout, never inside it: a git worktree sits
@@ -53,6 +54,10 @@ SERVICES = (
     ("ads", "llama-70b-int8", 70, "int8", 16.0, 2, 3),
     ("search", "llama-70b-fp16", 70, "fp16", 20.0, 4, 2),
 )
+# Requests/s one replica serves at peak (the autoscaler's per-replica target), the scenarios'
+# assumption; with the model's size it gives the replica's throughput need (serving.py).
+REQUESTS_PER_S = {"embed-0.3b": 10.0, "llama-7b-int8": 1.0, "llama-13b-fp16": 1.5, "llama-7b-fp16": 1.5,
+                  "llama-13b-int8": 1.0, "llama-70b-int8": 0.8, "llama-70b-fp16": 1.5}
 # (name, business unit, guaranteed share, burst share, weight, share of training submissions)
 TEAMS = (("search", "consumer", 0.14, 0.40, 1.0, 0.0), ("ads", "consumer", 0.14, 0.45, 1.0, 0.15),
          ("research", "labs", 0.22, 0.75, 1.5, 0.35), ("vision", "labs", 0.14, 0.50, 1.0, 0.25),
@@ -165,6 +170,7 @@ def services(rng: random.Random, shape: Shape, models, horizon: float) -> list[d
                     rows.append(_row(f"{name}-r{replica}-{start}", team, name, "inference", "production",
                                      submit, end - submit, count, per_gpu, 8 * size))
                     rows[-1]["gpu_model"] = fitting_models("", per_gpu, models)
+                    rows[-1]["gpu_need"] = round(need_from_rate(params, REQUESTS_PER_S[name]), 3)
                     start = None
     return rows
 
@@ -311,7 +317,7 @@ def _row(job_id, team, project, kind, priority, submit, duration, gpus, memory, 
     return {"job_id": job_id, "team": team, "project": project, "kind": kind, "priority": priority,
             "submit_s": round(submit, 1), "duration_s": round(max(60.0, duration), 1), "gpus": gpus,
             "gpu_mem_gb": memory, "cpu_cores": cpu, "gpu_model": "", "checkpoint_interval_s": "",
-            "checkpoint_s": "", "comm_fraction": "", "preemptible": ""}
+            "checkpoint_s": "", "comm_fraction": "", "preemptible": "", "gpu_need": ""}
 
 
 def _csv(rows: list[dict]) -> str:

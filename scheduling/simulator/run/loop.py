@@ -19,6 +19,7 @@ from .jobs import BACKOFF, DONE, RUNNING, STOPPING, WAITING, SimJob, member_layo
 from .knobs import DEFAULT_KNOBS, Knobs
 from .measure import Meter, NodeBill
 from .policies import SHARE_EFFICIENCY, mode_for
+from .serving import credit
 from .spec import ClusterSpec, JobSpec
 
 
@@ -152,7 +153,7 @@ class Simulation:
             group = self.infos[placed.node].group
             indices = placement.setdefault(placed.node, [group, []])[1]
             indices.extend(a.gpu_index for a in placed.allocations)
-            need += job.per_member_gpus if job.spec.gpus else need_units(job.spec, group)
+            need += self.member_need(job, group, placed.allocations)
             alloc = placed.allocations[0]
             if not job.spec.gpus and alloc.milli < 1000:
                 share = "mig" if alloc.mig_profile else "timeslice" if self.mode.timeslice else "share"
@@ -170,6 +171,14 @@ class Simulation:
             job.first_start = now
             self.meter.queue_delays[job.spec.kind].append(now - job.spec.submit_s)
         self.push(job.run_since + job.remaining_wall(), self.on_finish, job, job.epoch)
+
+    def member_need(self, job: SimJob, group, allocations) -> float:
+        """GPUs a member counts for at full efficiency: a serving replica that declares its
+        throughput need what it can serve of it there (serving.py); else whole-GPU jobs their
+        GPUs, sub-GPU jobs the compute share of the smallest MIG slice holding their memory."""
+        if job.spec.kind == "inference" and job.spec.gpu_need is not None:
+            return credit(job.spec.gpu_need / job.members, group.gpu_model, allocations)
+        return job.per_member_gpus if job.spec.gpus else need_units(job.spec, group)
 
     def restart_stall(self, job: SimJob) -> float:
         """Pod start plus checkpoint (or model weights) restore: log-uniform over the knobs'

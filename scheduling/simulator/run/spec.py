@@ -87,6 +87,7 @@ class JobSpec:
     checkpoint_s: float
     comm_fraction: float
     preemptible: bool
+    gpu_need: float | None = None  # a serving replica's throughput need, reference GPUs (serving.py)
     line: int = field(default=0, compare=False)
 
 
@@ -251,7 +252,7 @@ def _unique(path: Path, names, context: str, key: str) -> None:
 
 REQUIRED_COLUMNS = ("job_id", "team", "kind", "priority", "submit_s", "duration_s", "gpus", "gpu_mem_gb")
 COLUMNS = REQUIRED_COLUMNS + ("project", "cpu_cores", "gpu_model", "checkpoint_interval_s",
-                              "checkpoint_s", "comm_fraction", "preemptible")
+                              "checkpoint_s", "comm_fraction", "preemptible", "gpu_need")
 
 
 def load_jobs(path: str | Path, teams: set[str] | None = None) -> list[JobSpec]:
@@ -331,5 +332,6 @@ def _job_row(path: Path, line: int, row: dict, teams) -> JobSpec:
         checkpoint_interval_s=interval if interval > 0 else None,
         checkpoint_s=number("checkpoint_s", 0.0), comm_fraction=number("comm_fraction", 0.0, high=1.0),
         preemptible=(preemptible_text == "true") if preemptible_text else priority != "production",
+        gpu_need=number("gpu_need", -1.0) if cell("gpu_need") else None,
         line=line,
     )
