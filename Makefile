@@ -8,7 +8,7 @@ PYTHON ?= python3
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/tessera
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: venv demo test lint lock clean
+.PHONY: venv demo test lint lock clean kube-control-plane
 
 # Dependencies (README, "Adding a dependency"): requirements/*.in are written by hand, the locks
 # requirements/*.txt are generated from them by `make lock` (pinned, with hashes). The image
@@ -42,7 +42,14 @@ lock: | $(UV)
 demo: $(VENV)/.runtime
 	DEBUG=1 CELERY_TASK_ALWAYS_EAGER=1 $(PY) manage.py demo
 
-test: $(VENV)/.dev
+# The real Kubernetes control plane the tests in tests/kube/ start (docs/reference/kube-control-plane.md):
+# built once into $(TESSERA_KUBE_CACHE), outside the work tree; instant when already there.
+TESSERA_KUBE_CACHE ?= /var/cache/tessera/kube
+export TESSERA_KUBE_CACHE
+kube-control-plane:
+	tools/kube-control-plane/build.sh
+
+test: $(VENV)/.dev kube-control-plane
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) \
 	SECRET_KEY=test-secret-key-not-for-production-0123456789 DEBUG=0 \
 	$(PY) -m pytest

@@ -21,7 +21,10 @@ def backend() -> Backend:
 
         from agents.backends.kubernetes import KubernetesBackend
 
-        config.load_incluster_config()
+        if settings.TESSERA_KUBECONFIG:  # workers outside the cluster (and the real-cluster tests)
+            config.load_kube_config(config_file=settings.TESSERA_KUBECONFIG)
+        else:
+            config.load_incluster_config()
         return KubernetesBackend()
     return simulated_backend()
 

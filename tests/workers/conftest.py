@@ -59,12 +59,12 @@ def cluster(sim):
     return sim
 
 
-def job_add(name, *, gpus=2, runtime_s=600, interval_s=None, model="", progress_s=0.0) -> Job:
+def job_add(name, *, gpus=2, runtime_s=600, interval_s=None, model="", progress_s=0.0, image="") -> Job:
     team = Team.objects.get(name="vision")
     return Job.objects.create(team=team, project=team.projects.get(), name=name, kind="training",
                               priority_class=PriorityClass.objects.get(name="training"), gpus=gpus, gpu_memory_gb=40,
                               cpu_cores=8, memory_gb=64, expected_runtime_s=runtime_s, checkpoint_interval_s=interval_s,
-                              gpu_models=model, progress_s=progress_s)
+                              gpu_models=model, progress_s=progress_s, image=image)
 
 
 def wait_for(condition, timeout=20.0, every=0.2, what="condition"):
@@ -80,16 +80,17 @@ def wait_for(condition, timeout=20.0, every=0.2, what="condition"):
 class Workers:
     """Celery workers in subprocesses, all on one queue private to the test."""
 
-    def __init__(self, state_path: str):
+    def __init__(self, state_path: str, env: dict[str, str] | None = None):
         self.queue = f"workers-{uuid.uuid4().hex[:8]}"
         self.state_path = state_path
+        self.env = {**WORKER_SETTINGS, **(env or {})}  # a real cluster's tests name another backend
         self.processes: list[subprocess.Popen] = []
 
     def start(self, count=1, failpoints="") -> list[subprocess.Popen]:
         database = django_settings.DATABASES["default"]
         url = f"postgres://{database['USER']}@{database['HOST']}:{database['PORT'] or 5432}/{database['NAME']}"
         env = dict(os.environ, CELERY_TASK_ALWAYS_EAGER="0", DATABASE_URL=url, TESSERA_FAILPOINTS=failpoints,
-                   TESSERA_SIMULATED_STATE=self.state_path, **WORKER_SETTINGS)
+                   TESSERA_SIMULATED_STATE=self.state_path, **self.env)
         started = [subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "tessera", "worker", "--pool", "solo", "--queues", self.queue,
              "--loglevel", "WARNING", "--without-gossip", "--without-mingle", "--without-heartbeat",
