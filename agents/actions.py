@@ -27,8 +27,11 @@ from agents.backends.base import (
     BackendError,
     BindRequest,
     CheckpointRequest,
+    Conflict,
     JobStatus,
     PreemptRequest,
+    Refused,
+    TransientBackendError,
 )
 from agents.mig import repartition_finish, repartition_start
 from agents.runtime import failpoint
@@ -41,7 +44,7 @@ from checkpoints.services import (
     token_issue,
 )
 from scheduling.engine.reasons import PreemptReason
-from scheduling.models import ActionRequest, Job
+from scheduling.models import ActionRequest, Job, JobEvent
 from scheduling.payloads import BindPayload, PreemptPayload
 from scheduling.services import job_event_add, job_release
 
@@ -54,6 +57,7 @@ HOLDING = Job.HOLDING_STATUSES
 RELEASE_REASONS = {PreemptReason.PREEMPT: "preempted", PreemptReason.RECLAIM: "reclaimed",
                    PreemptReason.CONSOLIDATE: "moved", PreemptReason.SPOT_RECLAIM: "spot-reclaimed"}
 MAX_STEPS = 8
+MAX_BIND_TRIES = 3  # binds of one job the cluster may refuse before the job fails
 CONFIRM_MARGIN_S = 15  # after the save: the confirmation's round trip and a clean exit
 
 
@@ -147,7 +151,7 @@ def bind_request(action: ActionRequest, job: Job, members: int, checkpoint_token
     grace = checkpoint_save_s(job) + CONFIRM_MARGIN_S if job.checkpoint_interval_s else None
     return BindRequest(
         job_id=str(job.pk), pod_name=payload.pod_name, namespace=job.team.name, project=job.project.name,
-        job_kind=job.kind, image=job.image or "registry.local/tessera/job:latest",
+        job_kind=job.kind, image=job.image,
         command=tuple(shlex.split(job.command)), node_name=payload.node,
         gpu_count=0 if mig else max(1, len(allocations)), mig_profile=mig,
         cpu_millicores=max(1, int(job.cpu_cores * 1000 / members)),
@@ -167,12 +171,40 @@ def _bind_step(action: ActionRequest, backend: Backend, now: datetime) -> None:
     token = token_issue(job=job, pod_name=payload.pod_name, pod_key=action.key, at=now)
     try:
         backend.bind(bind_request(action, job, len(attempt_binds(job)), checkpoint_token=token))
-    except (BackendError, ValueError) as error:  # refused for good: a retry would not mend it
-        _finish(action, FAILED, str(error))
-        stop_pods(backend, job, job_pods(job), "bind-failed")
-        job_release(job_id=job.pk, at=now, reason="bind-failed", message=f"The cluster refused the bind: {error}")
+    except TransientBackendError:
+        raise  # the API server is away (restarting, throttled): the task retries; nothing changed here
+    except (Refused, ValueError) as error:  # refused for good (admission, a command that does not parse)
+        _bind_refused(action, backend, job, str(error), final=True)
+        return
+    except BackendError as error:  # this placement is refused (a conflict); another one may work
+        _bind_refused(action, backend, job, str(error), final=False)
         return
     _finish(action, CONFIRMED)
+
+
+def _bind_refused(action: ActionRequest, backend: Backend, job: Job, error: str, *, final: bool) -> None:
+    _finish(action, FAILED, error)
+    bind_refusal_release(backend, job, error, final=final)
+
+
+def bind_refusal_release(backend: Backend, job: Job, error: str, *, final: bool) -> bool:
+    """The cluster (API server or kubelet) refused a pod of the job's run: stop its pods and release
+    it with nothing billed (nothing ran): its intervals close where they opened. A refusal a retry
+    cannot mend fails the job at once, in the cluster's words; any other requeues it until
+    MAX_BIND_TRIES were refused, so a job the cluster keeps refusing never loops (nor preempts
+    others for a place it cannot take)."""
+    try:
+        stop_pods(backend, job, job_pods(job), "bind-failed")
+    except (Conflict, Refused) as not_ours:  # the name is another job's pod: nothing of ours to stop
+        log.info("job %s: no pod of its own to stop after the refusal: %s", job.pk, not_ours)
+    tries = JobEvent.objects.filter(job=job, kind="bind-failed").count() + 1
+    if final:
+        reason, message = "bind-refused", f"The cluster refused the job's pod: {error}"
+    elif tries >= MAX_BIND_TRIES:
+        reason, message = "bind-refused", f"The cluster refused {tries} binds; the job failed. Last: {error}"
+    else:
+        reason, message = "bind-failed", f"The cluster refused the bind ({tries} of {MAX_BIND_TRIES}): {error}"
+    return job_release(job_id=job.pk, at=job.started_at, reason=reason, message=message)
 
 
 # -- checkpoints ----------------------------------------------------------------------------------

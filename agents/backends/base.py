@@ -30,6 +30,12 @@ class TransientBackendError(BackendError):
     """The cluster was briefly unable to answer (throttled, overloaded, restarting): retry later."""
 
 
+class Refused(BackendError):
+    """The cluster refused the request for good: admission (PriorityClass, ResourceQuota,
+    LimitRange), validation or authorization. Asking again changes nothing; the message is the
+    cluster's own words, for the job's owner to read."""
+
+
 class Conflict(BackendError):
     """The cluster holds something else under this name (another job's pod, another node)."""
 
@@ -181,6 +187,7 @@ class JobObservation:
     reason: str | None = None
     exit_code: int | None = None
     terminating: bool = False
+    message: str | None = None  # the cluster's words for the reason
     annotations: dict[str, str] = field(default_factory=dict, compare=False)
 
 

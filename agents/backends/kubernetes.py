@@ -8,17 +8,19 @@ period; MIG layouts change through mig-manager's `nvidia.com/mig.config` node la
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import urllib3
 import yaml
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from agents.backends import k8s_manifests as m
 from agents.backends.base import (
-    BackendError,
     BindRequest,
     CheckpointRequest,
     Conflict,
@@ -27,6 +29,7 @@ from agents.backends.base import (
     NodeInventory,
     Outcome,
     PreemptRequest,
+    Refused,
     RepartitionPhase,
     RepartitionRequest,
     RepartitionState,
@@ -61,20 +64,41 @@ class KubernetesConfig:
 
 
 RETRYABLE_STATUSES = {429, 500, 502, 503, 504}
+# Refusals a retry cannot mend: validation (400, 422) and admission or authorization (403).
+REFUSED_STATUSES = {400, 403, 422}
 
 
-def _transient_api_errors(method):
-    """A throttled or briefly unavailable API server becomes a TransientBackendError, which the
-    workers retry with backoff; every other API error stays what it is."""
+def cluster_words(exc: ApiException) -> str:
+    """The API server's own message (its Status body), else the HTTP reason."""
+    try:
+        message = json.loads(exc.body or "{}").get("message")
+    except (ValueError, AttributeError):
+        message = None
+    return message or f"{exc.status} {exc.reason}"
 
+
+@contextmanager
+def api_errors():
+    """A throttled, overloaded or unreachable API server (a restart refuses connections: urllib3's
+    MaxRetryError) becomes a TransientBackendError, which the workers retry with backoff; a refusal
+    for good becomes Refused, in the cluster's words; other API errors stay what they are."""
+    try:
+        yield
+    except ApiException as exc:
+        if exc.status in RETRYABLE_STATUSES:
+            raise TransientBackendError(f"Kubernetes API answered {exc.status}: {exc.reason}") from exc
+        if exc.status in REFUSED_STATUSES:
+            raise Refused(cluster_words(exc)) from exc
+        raise
+    except urllib3.exceptions.HTTPError as exc:  # connection refused or reset, timed out
+        raise TransientBackendError(f"Kubernetes API unreachable: {exc}") from exc
+
+
+def _api_errors(method):
     @functools.wraps(method)
     def wrapper(*args, **kwargs):
-        try:
+        with api_errors():
             return method(*args, **kwargs)
-        except ApiException as exc:
-            if exc.status in RETRYABLE_STATUSES:
-                raise TransientBackendError(f"Kubernetes API answered {exc.status}: {exc.reason}") from exc
-            raise
     return wrapper
 
 
@@ -86,7 +110,7 @@ class KubernetesBackend:
 
     # -- inventory -------------------------------------------------------------------------
 
-    @_transient_api_errors
+    @_api_errors
     def inventory(self) -> list[NodeInventory]:
         nodes = self.core.list_node(
             label_selector=self.config.gpu_node_selector,
@@ -97,7 +121,7 @@ class KubernetesBackend:
 
     # -- jobs ------------------------------------------------------------------------------
 
-    @_transient_api_errors
+    @_api_errors
     def bind(self, req: BindRequest) -> Outcome:
         pod = self._read_pod(req.namespace, req.pod_name)
         if pod is None:
@@ -112,7 +136,7 @@ class KubernetesBackend:
             raise Conflict(f"pod {req.namespace}/{req.pod_name} is already on {bound_to}")
         return self._post_binding(req)
 
-    @_transient_api_errors
+    @_api_errors
     def request_checkpoint(self, req: CheckpointRequest) -> Outcome:
         pod = self._read_pod(req.namespace, req.pod_name)
         if pod is None:
@@ -126,7 +150,7 @@ class KubernetesBackend:
         })
         return Outcome.DONE
 
-    @_transient_api_errors
+    @_api_errors
     def preempt(self, req: PreemptRequest) -> Outcome:
         pod = self._read_pod(req.namespace, req.pod_name)
         if pod is None:
@@ -151,7 +175,7 @@ class KubernetesBackend:
 
     # -- MIG -------------------------------------------------------------------------------
 
-    @_transient_api_errors
+    @_api_errors
     def repartition(self, req: RepartitionRequest) -> Outcome:
         labels = self._node_labels(req.node_name)
         if labels.get(self.config.mig_config_label) == req.config_name:
@@ -170,7 +194,7 @@ class KubernetesBackend:
         )
         return Outcome.DONE
 
-    @_transient_api_errors
+    @_api_errors
     def repartition_state(self, node_name: str) -> RepartitionState:
         labels = self._node_labels(node_name)
         try:
@@ -181,7 +205,7 @@ class KubernetesBackend:
 
     # -- observations ----------------------------------------------------------------------
 
-    @_transient_api_errors
+    @_api_errors
     def poll_observations(self) -> list[JobObservation]:
         pods = self.core.list_pod_for_all_namespaces(
             label_selector=m.MANAGED_SELECTOR, _request_timeout=self.config.request_timeout_s
@@ -195,19 +219,8 @@ class KubernetesBackend:
             yield from self.poll_observations()  # the list is the watch's starting point
         stream = watch.Watch()
         try:
-            for event in stream.stream(
-                self.core.list_pod_for_all_namespaces,
-                label_selector=m.MANAGED_SELECTOR,
-                resource_version=self._resource_version,
-                allow_watch_bookmarks=True,
-                timeout_seconds=max(1, int(timeout_s)),
-                _request_timeout=timeout_s + self.config.request_timeout_s,
-            ):
-                self._resource_version = stream.resource_version
-                if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
-                    obs = pod_observation(event["object"], deleted=event["type"] == "DELETED")
-                    if obs is not None:
-                        yield obs
+            with api_errors():
+                yield from self._watch_events(stream, timeout_s)
         except ApiException as exc:
             if exc.status != 410:  # 410 Gone: our resourceVersion is too old to resume from
                 raise
@@ -215,6 +228,21 @@ class KubernetesBackend:
             yield from self.poll_observations()
         finally:
             stream.stop()
+
+    def _watch_events(self, stream: watch.Watch, timeout_s: float) -> Iterator[JobObservation]:
+        for event in stream.stream(
+            self.core.list_pod_for_all_namespaces,
+            label_selector=m.MANAGED_SELECTOR,
+            resource_version=self._resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=max(1, int(timeout_s)),
+            _request_timeout=timeout_s + self.config.request_timeout_s,
+        ):
+            self._resource_version = stream.resource_version
+            if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                obs = pod_observation(event["object"], deleted=event["type"] == "DELETED")
+                if obs is not None:
+                    yield obs
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -278,7 +306,7 @@ class KubernetesBackend:
             self.core.read_namespace(namespace, _request_timeout=self.config.request_timeout_s)
         except ApiException as exc:
             if exc.status == 404:
-                raise BackendError(f"team namespace {namespace!r} does not exist") from exc
+                raise Refused(f"team namespace {namespace!r} does not exist") from exc
             raise
 
     def _mig_as_gpu(self, req: BindRequest) -> bool:

@@ -4,7 +4,10 @@ It speaks just enough of /api/v1 for the Kubernetes backend: nodes (list, get, m
 namespaces (get), pods (create, get, list, merge-patch, delete with grace, the binding
 subresource), secrets (create) and watch=true streams of pod events (chunked JSON lines, resourceVersion, 410 Gone
 after `compact()`). Tests drive the rest of the cluster (kubelet, mig-manager) through hooks:
-`set_node_labels`, `set_pod_phase`, `finish_deletion`.
+`set_node_labels`, `set_pod_phase`, `finish_deletion`. Hooks for what a real API server does
+that a plain store would not (docs/reference/kube-control-plane.md): admission refusals
+(`refuse_pods`), a restart that refuses connections (`down`, `up`), and a bound pod that stays
+`Pending` until its kubelet starts it.
 """
 
 from __future__ import annotations
@@ -85,18 +88,21 @@ class FakeKubeApi:
         self._oldest_rv = 0  # a watch from before this was compacted away: 410 Gone
         self._closing = False
         self._server: ThreadingHTTPServer | None = None
+        self._port = 0
+        self._pod_refusal: ApiError | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> str:
         self._server = ThreadingHTTPServer(
-            ("127.0.0.1", 0), type("Handler", (_Handler,), {"api": self})
+            ("127.0.0.1", self._port), type("Handler", (_Handler,), {"api": self})
         )
         self._server.daemon_threads = True
+        self._port = self._server.server_address[1]
         threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         ).start()
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return f"http://127.0.0.1:{self._port}"
 
     def stop(self) -> None:
         with self._cond:
@@ -105,6 +111,16 @@ class FakeKubeApi:
         if self._server:
             self._server.shutdown()
             self._server.server_close()
+            self._server = None
+
+    def down(self) -> None:
+        """The API server restarts: connections are refused (the client raises MaxRetryError)."""
+        self.stop()
+
+    def up(self) -> None:
+        """Back on the same port, with the same objects."""
+        self._closing = False
+        self.start()
 
     # -- test hooks (the parts of a cluster the tests play) ----------------------------------
 
@@ -132,10 +148,12 @@ class FakeKubeApi:
             self._stamp(merge_patch(self.nodes[name], {"metadata": {"labels": labels}}))
 
     def set_pod_phase(self, namespace: str, name: str, phase: str, reason: str | None = None,
-                      exit_code: int | None = None) -> None:
+                      exit_code: int | None = None, message: str | None = None) -> None:
         with self._cond:
             pod = self.pods[(namespace, name)]
             pod["status"]["phase"] = phase
+            if message:
+                pod["status"]["message"] = message
             if exit_code is not None:
                 terminated = {"exitCode": exit_code, "reason": reason or "Completed"}
                 pod["status"]["containerStatuses"] = [
@@ -146,8 +164,35 @@ class FakeKubeApi:
                 pod["status"]["reason"] = reason
             self._event("MODIFIED", pod)
 
+    def add_pod(self, namespace: str, manifest: dict) -> None:
+        """A pod someone else created (another scheduler, a stale run, another installation)."""
+        with self._cond:
+            self.pods.pop((namespace, manifest["metadata"]["name"]), None)
+            self.create_pod({}, manifest, namespace)
+
+    def evict(self, namespace: str, name: str, grace: int = 30) -> None:
+        """The cluster deletes the pod gracefully: a drain's eviction, the taint manager."""
+        with self._cond:
+            pod = self.pods[(namespace, name)]
+            pod["metadata"].update(deletionTimestamp=now(), deletionGracePeriodSeconds=grace)
+            self._event("MODIFIED", pod)
+
+    def wait_container(self, namespace: str, name: str, reason: str, message: str = "") -> None:
+        """The kubelet cannot start the container (ImagePullBackOff, CreateContainerConfigError)."""
+        with self._cond:
+            pod = self.pods[(namespace, name)]
+            pod["status"]["containerStatuses"] = [
+                {"name": "job", "ready": False, "restartCount": 0, "image": "", "imageID": "",
+                 "state": {"waiting": {"reason": reason, "message": message}}}]
+            self._event("MODIFIED", pod)
+
+    def refuse_pods(self, message: str | None, code: int = 403, reason: str = "Forbidden") -> None:
+        """Admission refuses every new pod, as Priority, ResourceQuota or LimitRange do (None: stop)."""
+        with self._cond:
+            self._pod_refusal = None if message is None else ApiError(code, reason, message)
+
     def finish_deletion(self, namespace: str, name: str) -> None:
-        """The kubelet is done with a terminating pod: it leaves the API."""
+        """The kubelet is done with a terminating pod, or PodGC force-deletes one: it leaves the API."""
         with self._cond:
             self._event("DELETED", self.pods.pop((namespace, name)))
 
@@ -235,6 +280,8 @@ class FakeKubeApi:
         name = body["metadata"]["name"]
         if (ns, name) in self.pods:
             raise ApiError(409, "AlreadyExists", f'pods "{name}" already exists')
+        if self._pod_refusal is not None:
+            raise self._pod_refusal
         pod = copy.deepcopy(body)
         pod["metadata"].update(namespace=ns, uid=f"uid-{next(_uids)}", creationTimestamp=now())
         pod["status"] = {"phase": "Pending"}
@@ -279,8 +326,8 @@ class FakeKubeApi:
             message = f'pod {name} is already assigned to node "{pod["spec"]["nodeName"]}"'
             raise ApiError(409, "Conflict", message)
         pod["spec"]["nodeName"] = target["name"]
-        # The fake kubelet starts the pod at once; tests move it on with set_pod_phase.
-        pod["status"].update(phase="Running", conditions=[{"type": "PodScheduled",
+        # As on a real server: Pending until its kubelet starts it (tests: set_pod_phase).
+        pod["status"].update(phase="Pending", conditions=[{"type": "PodScheduled",
                                                           "status": "True"}])
         self._event("MODIFIED", pod)
         # Like the real server: a Status, not the Binding (the client's known deserialise trap).

@@ -105,7 +105,7 @@ def bound(db, backend, kube):
     kube.add_node(world.node.name, {"nvidia.com/gpu.present": "true"})
     started = timezone.now() - timedelta(minutes=5)
     Job.objects.filter(pk=world.jobs[0].pk).update(status="running", started_at=started, checkpoint_interval_s=600,
-                                                   checkpoint_save_s=45)
+                                                   checkpoint_save_s=45, image="nvcr.io/nvidia/pytorch:24.05-py3")
     job = Job.objects.get(pk=world.jobs[0].pk)
     placement = Placement.objects.create(job=job, gpu=world.whole, started_at=started)
     placement_start(placement=placement)

@@ -239,7 +239,8 @@ def test_poll_sees_our_pods_only(backend, cluster):
                 "spec": {"containers": [{"name": "web", "image": "nginx"}]}}
     backend.core.create_namespaced_pod("team-vision", stranger)
     (seen,) = backend.poll_observations()
-    assert (seen.job_id, seen.status, seen.node_name) == ("42", JobStatus.RUNNING, "gpu-h100-01")
+    # Bound, and Pending until its kubelet starts it (as on a real API server).
+    assert (seen.job_id, seen.status, seen.node_name) == ("42", JobStatus.PENDING, "gpu-h100-01")
 
 
 def test_watch_resumes_where_the_poll_left_off(backend, cluster):
@@ -273,6 +274,7 @@ def test_watch_streams_live_phase_changes(backend, cluster):
 
 def test_watch_sees_preemption_as_terminating_then_deleted(backend, cluster):
     backend.bind(_bind())
+    cluster.set_pod_phase("team-vision", "job-42-0", "Running")
     backend.poll_observations()
     backend.preempt(PreemptRequest("42", "job-42-0", "team-vision", 30, "higher priority"))
     cluster.finish_deletion("team-vision", "job-42-0")
@@ -296,7 +298,7 @@ def test_a_watch_too_old_to_resume_relists(backend, cluster):
 def test_a_first_watch_starts_from_a_list(backend, cluster):
     backend.bind(_bind())
     seen = list(backend.watch(timeout_s=1))
-    assert _statuses(seen) == [("42", JobStatus.RUNNING)]
+    assert _statuses(seen) == [("42", JobStatus.PENDING)]
 
 
 @pytest.mark.parametrize("code", [429, 503])
