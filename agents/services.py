@@ -11,6 +11,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -18,15 +19,24 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from agents import observe
-from agents.actions import HOLDING, REQUESTED, attempt_binds, job_pods, pod_stop, stop_pods
-from agents.backends.base import RECLAIM_TAINT, Backend, JobStatus, NodeInventory
+from agents.actions import (
+    CONFIRMED,
+    HOLDING,
+    REQUESTED,
+    attempt_binds,
+    bind_refusal_release,
+    job_pods,
+    pod_stop,
+    stop_pods,
+)
+from agents.backends.base import RECLAIM_TAINT, Backend, JobObservation, JobStatus, NodeInventory
 from agents.runtime import failpoint
 from agents.telemetry import NodeReading, Telemetry
 from billing.services import usage_intervals_close_for_node
 from scheduling.cycle import decide_and_apply
 from scheduling.engine.reasons import PreemptReason
 from scheduling.models import ActionRequest, Gpu, GpuSample, Job, Node
-from scheduling.payloads import CheckpointPayload, PreemptPayload
+from scheduling.payloads import BindPayload, CheckpointPayload, PreemptPayload
 from scheduling.services import job_release
 
 Dispatch = Callable[[list[int]], None]
@@ -161,6 +171,24 @@ def node_lose(*, node_id: int, limit: datetime) -> bool:
 
 
 # -- reconcile: the cluster's word on pods becomes job status ----------------------------------------
+# How a pod of a running job ends besides succeeding or failing (docs/reference/kube-control-plane.md):
+# it cannot start (the job's fault: failed, nothing billed), its node's kubelet refused it (a bind
+# refusal: requeued a bounded number of times), or the cluster removed it (a drain's eviction, taint
+# eviction, PodGC, node pressure: requeued from its last checkpoint, billed until seen).
+CANNOT_START = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
+                          "CreateContainerConfigError", "CreateContainerError"})
+NODE_REFUSED = ("OutOf", "UnexpectedAdmissionError", "NodeAffinity", "NodeSelectorMismatching", "InvalidNodeInfo")
+CLUSTER_REMOVED = frozenset({"Evicted", "Shutdown", "NodeShutdown", "Terminated", "NodeLost", "Preempting"})
+# A pod bound this long before the list was read must be in it; missing then, the cluster removed it.
+SEEN_AFTER = timedelta(seconds=10)
+
+
+@dataclass(frozen=True)
+class PodsVerdict:
+    outcome: str  # completed, failed, cannot-start, node-refused, evicted
+    pod: str = ""
+    observed: JobObservation | None = None
+
 
 def reconcile(*, backend: Backend, now: datetime | None = None) -> dict:
     now = now or timezone.now()
@@ -170,38 +198,67 @@ def reconcile(*, backend: Backend, now: datetime | None = None) -> dict:
     holding = Job.objects.filter(status__in=HOLDING).select_related("team")
     current: dict[str, set[str]] = {}
     for job in holding:
-        pods = job_pods(job)
-        current[str(job.pk)] = set(pods)
-        outcome = _pods_outcome(job, [by_pod.get((str(job.pk), pod)) for pod in pods])
-        if outcome and _job_finish(job=job, outcome=outcome, at=now, observations=by_pod, backend=backend):
-            finished[outcome].append(job.pk)
+        binds = attempt_binds(job)
+        current[str(job.pk)] = {BindPayload.from_payload(b.payload).pod_name for b in binds}
+        verdict = _pods_verdict(job, binds, by_pod, listed_at=now)
+        if verdict and _job_end(job=job, verdict=verdict, at=now, backend=backend):
+            finished[verdict.outcome].append(job.pk)
     orphans = _stop_orphans(backend, observations, current)
     return {"finished": dict(finished), "orphans_stopped": orphans}
 
 
-def _pods_outcome(job: Job, observed: list) -> str | None:
-    if not observed or any(o is None for o in observed):
-        return None  # not bound yet, or the cluster lost a pod (node loss is poll_agents' to decide)
+def _pods_verdict(job: Job, binds: list[ActionRequest], by_pod: dict, *, listed_at: datetime) -> PodsVerdict | None:
+    if not binds:
+        return None
+    preempting = _preempt_in_flight(job)  # a pod it stops ends as that flow says
+    observed = []
+    for bind in binds:
+        pod = BindPayload.from_payload(bind.payload).pod_name
+        seen = by_pod.get((str(job.pk), pod))
+        if seen is None:
+            bound_before = bind.state == CONFIRMED and bind.updated_at <= listed_at - SEEN_AFTER
+            return PodsVerdict("evicted", pod) if bound_before and not preempting else None
+        observed.append(seen)
     if all(o.status == JobStatus.SUCCEEDED for o in observed):
-        return "completed"
-    if any(o.status == JobStatus.FAILED for o in observed) and not _preempt_in_flight(job):
-        return "failed"  # a pod stopped by a preemption may report Failed: that flow owns it
-    return None
+        return PodsVerdict("completed")
+    if preempting:
+        return None
+    for o in observed:
+        reason = o.reason or ""
+        if o.status == JobStatus.PENDING and reason in CANNOT_START:
+            return PodsVerdict("cannot-start", o.pod_name, o)
+        if o.status == JobStatus.FAILED and reason.startswith(NODE_REFUSED):
+            return PodsVerdict("node-refused", o.pod_name, o)
+        if o.status == JobStatus.FAILED and (o.terminating or reason in CLUSTER_REMOVED):
+            return PodsVerdict("evicted", o.pod_name, o)
+    failed = next((o for o in observed if o.status == JobStatus.FAILED), None)
+    return PodsVerdict("failed", failed.pod_name, failed) if failed else None
 
 
 def _preempt_in_flight(job: Job) -> bool:
     return ActionRequest.objects.filter(job=job, kind=ActionRequest.Kind.PREEMPT, state=REQUESTED).exists()
 
 
-def _job_finish(*, job: Job, outcome: str, at: datetime, observations: dict, backend: Backend) -> bool:
-    failed = [o for o in observations.values() if o.job_id == str(job.pk) and o.status == JobStatus.FAILED]
-    detail = f" ({failed[0].reason}, exit code {failed[0].exit_code})" if failed else ""
-    progress = float(job.expected_runtime_s or job.max_runtime_s or job.progress_s) if outcome == "completed" \
-        else None
-    released = job_release(job_id=job.pk, at=at, reason=outcome, progress_s=progress,
-                           message=f"The cluster reports the job {outcome}{detail}.")
-    if released and outcome == "failed":
-        stop_pods(backend, job, job_pods(job), "failed")  # the gang's other members stop with it
+def _job_end(*, job: Job, verdict: PodsVerdict, at: datetime, backend: Backend) -> bool:
+    seen = verdict.observed
+    words = f"{seen.reason}: {seen.message}" if seen and seen.message else (seen and seen.reason) or "deleted"
+    if verdict.outcome == "node-refused":
+        return bind_refusal_release(backend, job, f"node {seen.node_name} refused pod {verdict.pod}: {words}",
+                                    final=False)
+    progress = None
+    if verdict.outcome == "completed":
+        reason, progress = "completed", float(job.expected_runtime_s or job.max_runtime_s or job.progress_s)
+        message = "The cluster reports the job completed."
+    elif verdict.outcome == "failed":
+        reason, message = "failed", f"The cluster reports the job failed ({seen.reason}, exit code {seen.exit_code})."
+    elif verdict.outcome == "cannot-start":  # it never ran: nothing billed
+        reason, at, message = "failed", job.started_at, f"Pod {verdict.pod} cannot start: {words}"
+    else:
+        reason = "evicted"
+        message = f"The cluster removed pod {verdict.pod} ({words}); requeued from its last checkpoint."
+    released = job_release(job_id=job.pk, at=at, reason=reason, progress_s=progress, message=message)
+    if released and reason != "completed":
+        stop_pods(backend, job, job_pods(job), reason)  # the gang's other members stop with it
     return released
 
 

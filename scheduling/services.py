@@ -11,9 +11,11 @@ transaction (scheduling sits below billing in the layer order and never imports 
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from datetime import datetime
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import Max
@@ -37,8 +39,10 @@ RELEASE_STATUSES = {
     "reclaimed": Job.Status.PREEMPTED,
     "moved": Job.Status.PREEMPTED,  # consolidation: restarted from its checkpoint elsewhere
     "node-lost": Job.Status.PREEMPTED,
+    "evicted": Job.Status.PREEMPTED,  # the cluster removed its pod (drain, taint eviction, PodGC)
     "spot-reclaimed": Job.Status.PREEMPTED,
     "bind-failed": Job.Status.PENDING,
+    "bind-refused": Job.Status.FAILED,  # the cluster will not run it (agents/actions.py)
     "completed": Job.Status.COMPLETED,
     "failed": Job.Status.FAILED,
     "cancelled": Job.Status.CANCELLED,
@@ -119,6 +123,18 @@ def _resources_errors(*, gpus, gpu_memory_gb, gpu_models, gang, cpu_cores, memor
     return errors
 
 
+def _workload_errors(*, image: str, command: str) -> dict[str, str]:
+    """What the cluster would refuse only at bind time, refused at submit instead."""
+    errors = {}
+    if settings.TESSERA_BACKEND == "kubernetes" and not image.strip():  # the simulated cluster runs none
+        errors["image"] = "Name the container image the job runs in."
+    try:
+        shlex.split(command)
+    except ValueError as error:
+        errors["command"] = f"The command does not parse ({error}); check its quotes."
+    return errors
+
+
 def _priority_class(user, team, name: str) -> PriorityClass:
     chosen = priority_classes_for(user, team).filter(name=name).first()
     if chosen is None:
@@ -162,6 +178,7 @@ def job_submit(*, user, team, name: str, kind: str, priority_class: str, gpus: i
                                cpu_cores=cpu_cores, memory_gb=memory_gb,
                                checkpoint_interval_s=checkpoint_interval_s, checkpoint_save_s=checkpoint_save_s,
                                expected_runtime_s=expected_runtime_s)
+    errors |= _workload_errors(image=image, command=command)
     if errors:
         raise ValidationError(errors)
     last = Job.objects.filter(team=team, status__in=Job.WAITING_STATUSES).aggregate(m=Max("queue_order"))["m"]

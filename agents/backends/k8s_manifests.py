@@ -77,6 +77,8 @@ def pod_manifest(req: BindRequest, scheduler_name: str, mig_as_gpu: bool = False
     """The job's pod, left for our scheduler (schedulerName) to bind."""
     _check(req.namespace, _DNS_LABEL, 63, "namespace")
     _check(req.pod_name, _DNS_SUBDOMAIN, 253, "pod name")
+    if not req.image.strip():  # no default: a made-up image would only fail later, as ImagePullBackOff
+        raise ValueError("The job names no container image to run.")
     resource, quantity = _gpu_request(req, mig_as_gpu)
     spec: dict = {
         "schedulerName": scheduler_name,

@@ -89,7 +89,7 @@ def pod_observation(pod: Any, deleted: bool = False) -> JobObservation | None:
     if m.LABEL_JOB not in labels:
         return None
     phase = (pod.status and pod.status.phase) or "Pending"
-    reason, exit_code = _termination(pod)
+    reason, exit_code, message = _termination(pod)
     return JobObservation(
         job_id=labels[m.LABEL_JOB],
         pod_name=pod.metadata.name,
@@ -99,17 +99,19 @@ def pod_observation(pod: Any, deleted: bool = False) -> JobObservation | None:
         reason=reason,
         exit_code=exit_code,
         terminating=pod.metadata.deletion_timestamp is not None,
+        message=message,
         annotations=dict(pod.metadata.annotations or {}),
     )
 
 
-def _termination(pod: Any) -> tuple[str | None, int | None]:
-    """Why a pod is where it is: a container's end or wait, else the pod's own reason."""
+def _termination(pod: Any) -> tuple[str | None, int | None, str | None]:
+    """Why a pod is where it is, in the cluster's words: a container's end or wait, else the pod's
+    own reason (a kubelet's admission refusal, an eviction)."""
     status = pod.status
     for container in (status and status.container_statuses) or []:
         state = container.state
         if state and state.terminated:
-            return state.terminated.reason, state.terminated.exit_code
+            return state.terminated.reason, state.terminated.exit_code, state.terminated.message
         if state and state.waiting and state.waiting.reason:
-            return state.waiting.reason, None
-    return (status.reason if status else None), None
+            return state.waiting.reason, None, state.waiting.message
+    return (status.reason if status else None), None, (status.message if status else None)
