@@ -80,6 +80,12 @@ def sees_all_usage(user) -> bool:
     return user.is_authenticated and (user.is_staff or is_finance(user))
 
 
+def sees_cluster(user) -> bool:
+    """The cluster's inventory is for people with a role somewhere (a team, finance, staff): an
+    account that belongs to no team learns nothing about it."""
+    return user.is_authenticated and (user.is_staff or is_finance(user) or bool(team_roles(user)))
+
+
 def can_see_jobs(user, team_id: int) -> bool:
     return role_in(user, team_id) in SEES_JOBS
 

@@ -22,8 +22,9 @@ from django.db.models import Max
 from django.utils import timezone
 
 from portal import access, freshness
-from portal.models import Project
+from portal.models import Project, Team
 from scheduling import signals, sizing
+from scheduling.clock import database_now
 from scheduling.engine.reasons import WaitingReason
 from scheduling.models import Job, JobEvent, Placement, PriorityClass
 from scheduling.selectors import cluster_gpu_models, priority_classes_for, team_queue
@@ -49,6 +50,10 @@ RELEASE_STATUSES = {
 }
 
 
+class StateConflict(ValidationError):
+    """The job moved on (cancelled, finished) since the caller looked: a 409, not a 400."""
+
+
 def job_event_add(*, job: Job, at: datetime, kind: str, message: str = "") -> JobEvent:
     return JobEvent.objects.create(job=job, at=at, kind=kind, message=message[:500])
 
@@ -56,6 +61,17 @@ def job_event_add(*, job: Job, at: datetime, kind: str, message: str = "") -> Jo
 def placement_start(*, placement: Placement) -> None:
     """A placement row just written: its ledger interval opens at its start."""
     signals.placement_started.send(sender=Placement, placement=placement)
+
+
+@transaction.atomic
+def placements_bound(*, placement_ids, at: datetime) -> None:
+    """The pod holding these placements was bound at `at`: the GPUs are held, and billed, from then,
+    not from the cycle that placed it (the bind may come seconds later, after a retry or a dead worker)."""
+    moved = list(Placement.objects.filter(pk__in=placement_ids, ended_at__isnull=True, started_at__lt=at)
+                 .values_list("pk", flat=True))
+    if moved:
+        Placement.objects.filter(pk__in=moved).update(started_at=at)
+        signals.placement_bound.send(sender=Placement, placement_ids=moved, at=at)
 
 
 @transaction.atomic
@@ -181,6 +197,8 @@ def job_submit(*, user, team, name: str, kind: str, priority_class: str, gpus: i
     errors |= _workload_errors(image=image, command=command)
     if errors:
         raise ValidationError(errors)
+    # The team's row lock serialises its submits: two at once would read one Max and share a position.
+    Team.objects.select_for_update().filter(pk=team.pk).exists()
     last = Job.objects.filter(team=team, status__in=Job.WAITING_STATUSES).aggregate(m=Max("queue_order"))["m"]
     job = Job.objects.create(
         team=team, project=_project(team, project), submitted_by=user, name=name, kind=kind,
@@ -205,7 +223,7 @@ def job_cancel(*, user, job: Job) -> Job:
     if not job.is_active:
         raise ValidationError({"status": f"The job is already {job.status}."})
     # The same release as a finish or a preemption: placements and ledger close together.
-    job_release(job_id=job.pk, at=timezone.now(), reason="cancelled", message=f"Cancelled by {user.username}.")
+    job_release(job_id=job.pk, at=database_now(), reason="cancelled", message=f"Cancelled by {user.username}.")
     Job.objects.filter(pk=job.pk).update(queue_position_team=None, queue_position_overall=None,
                                          estimated_start=None, pending_reason_code="", pending_reason="")
     job.refresh_from_db()
@@ -216,8 +234,11 @@ def job_cancel(*, user, job: Job) -> Job:
 def job_reprioritise(*, user, job: Job, priority_class: str) -> Job:
     if not access.can_manage(user, job.team_id):
         raise PermissionDenied("Only the team's leads may change priorities.")
+    # Locked and read again: a cancel that committed since the caller read the job wins, and this
+    # change is refused rather than written onto a cancelled job.
+    job = Job.objects.select_for_update().select_related("priority_class", "team").get(pk=job.pk)
     if not job.is_active:
-        raise ValidationError({"status": f"The job is already {job.status}."})
+        raise StateConflict({"status": f"The job is already {job.status}; its priority can no longer change."})
     chosen = _priority_class(user, job.team, priority_class)
     old = job.priority_class.name
     job.priority_class, job.preemptible = chosen, chosen.preemptible

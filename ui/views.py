@@ -160,6 +160,8 @@ def job_priority(request, pk):
 
 @login_required
 def cluster(request):
+    if not access.sees_cluster(request.user):
+        raise PermissionDenied("The cluster is shown to members of a team.")
     nodes = list(selectors.cluster_nodes())
     return render(request, "ui/cluster.html", {
         "rows": cluster_view.heat_rows(request.user, nodes), "free": selectors.free_by_model(nodes),

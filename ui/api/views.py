@@ -6,7 +6,7 @@ from django.core.cache import cache
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import FloatField, OuterRef, Q, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import exceptions, mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.generics import GenericAPIView
@@ -23,10 +23,19 @@ from ui.api import serializers as s
 from ui.api.pagination import RowsPagination
 
 
+class Conflict(exceptions.APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The job changed state meanwhile."
+    default_code = "conflict"
+
+
 def _call(service, **kwargs):
     """Run a service; its field errors become a 400 (Django's ValidationError would be a 500)."""
     try:
         return service(**kwargs)
+    except services.StateConflict as conflict:
+        detail = conflict.message_dict if hasattr(conflict, "error_dict") else {"detail": conflict.messages}
+        raise Conflict(detail) from conflict
     except DjangoValidationError as error:
         detail = error.message_dict if hasattr(error, "error_dict") else error.messages
         raise exceptions.ValidationError(detail) from error
@@ -65,7 +74,8 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
         job = _call(services.job_cancel, user=request.user, job=self.get_object())
         return Response(s.JobSerializer(selectors.job_get(request.user, job.pk)).data)
 
-    @extend_schema(request=s.ReprioritiseSerializer, responses=s.JobSerializer)
+    @extend_schema(request=s.ReprioritiseSerializer, responses={200: s.JobSerializer, 409: OpenApiResponse(
+        description="The job is no longer active (cancelled or finished meanwhile).")})
     @action(detail=True, methods=["post"])
     def reprioritise(self, request, pk=None):
         incoming = s.ReprioritiseSerializer(data=request.data)
@@ -137,6 +147,8 @@ class ClusterView(GenericAPIView):
 
     @extend_schema(responses=s.ClusterPageSerializer)
     def get(self, request):
+        if not access.sees_cluster(request.user):
+            raise exceptions.PermissionDenied("The cluster is shown to members of a team.")
         nodes = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
         response = self.get_paginated_response(cluster_view.heat_rows(request.user, nodes))
         response.data["free_by_model"] = selectors.free_by_model(nodes)
