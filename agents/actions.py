@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
-from django.utils import timezone
 
 from agents import observe
 from agents.backends.base import (
@@ -29,6 +28,7 @@ from agents.backends.base import (
     CheckpointRequest,
     Conflict,
     JobStatus,
+    Outcome,
     PreemptRequest,
     Refused,
     TransientBackendError,
@@ -43,10 +43,11 @@ from checkpoints.services import (
     request_id,
     token_issue,
 )
+from scheduling.clock import database_now
 from scheduling.engine.reasons import PreemptReason
 from scheduling.models import ActionRequest, Job, JobEvent
 from scheduling.payloads import BindPayload, PreemptPayload
-from scheduling.services import job_event_add, job_release
+from scheduling.services import job_event_add, job_release, placements_bound
 
 if TYPE_CHECKING:  # the simulated backend calls confirm_simulated; production never imports it
     from agents.backends.simulated import SavedCheckpoint
@@ -65,7 +66,7 @@ def action_advance(*, action_id: int, backend: Backend, now: datetime | None = N
     """Run steps until the action waits or finishes; returns its state ('requested' = call again)."""
     state = REQUESTED
     for _ in range(MAX_STEPS):
-        state, phase, moved = _step(action_id, backend, now or timezone.now())
+        state, phase, moved = _step(action_id, backend, now or database_now())
         if state != REQUESTED or not moved:
             break
         failpoint(f"action.{phase}")  # between two committed steps
@@ -170,7 +171,7 @@ def _bind_step(action: ActionRequest, backend: Backend, now: datetime) -> None:
         return
     token = token_issue(job=job, pod_name=payload.pod_name, pod_key=action.key, at=now)
     try:
-        backend.bind(bind_request(action, job, len(attempt_binds(job)), checkpoint_token=token))
+        outcome = backend.bind(bind_request(action, job, len(attempt_binds(job)), checkpoint_token=token))
     except TransientBackendError:
         raise  # the API server is away (restarting, throttled): the task retries; nothing changed here
     except (Refused, ValueError) as error:  # refused for good (admission, a command that does not parse)
@@ -179,6 +180,8 @@ def _bind_step(action: ActionRequest, backend: Backend, now: datetime) -> None:
     except BackendError as error:  # this placement is refused (a conflict); another one may work
         _bind_refused(action, backend, job, str(error), final=False)
         return
+    if outcome == Outcome.DONE:  # bound now (ALREADY_DONE: by an earlier try, whose time is unknown)
+        placements_bound(placement_ids=payload.placements, at=now)
     _finish(action, CONFIRMED)
 
 

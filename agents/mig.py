@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from django.utils import timezone
-
 from agents.backends.base import Backend, MigSlot, RepartitionPhase, RepartitionRequest
+from scheduling.clock import database_now
 from scheduling.models import ActionRequest, Gpu, MigInstance
 from scheduling.payloads import RepartitionPayload
 
@@ -68,6 +67,6 @@ def layout_write(gpu: Gpu, mig_enabled: bool, layout: list[tuple[str, int]]) -> 
     for name, start in sorted(wanted, key=lambda slot: slot[1]):
         MigInstance.for_profile(gpu, name, start).save()
     gpu.mig_enabled = mig_enabled
-    gpu.layout_changed_at = timezone.now()  # the engine's repartition hysteresis counts from here
+    gpu.layout_changed_at = database_now()  # the engine's repartition hysteresis counts from here
     gpu.save(update_fields=["mig_enabled", "layout_changed_at"])
     return ""

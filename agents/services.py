@@ -12,11 +12,10 @@ from collections import defaultdict
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.utils import timezone
 
 from agents import observe
 from agents.actions import (
@@ -33,6 +32,7 @@ from agents.backends.base import RECLAIM_TAINT, Backend, JobObservation, JobStat
 from agents.runtime import failpoint
 from agents.telemetry import NodeReading, Telemetry
 from billing.services import usage_intervals_close_for_node
+from scheduling.clock import database_now
 from scheduling.cycle import decide_and_apply
 from scheduling.engine.reasons import PreemptReason
 from scheduling.models import ActionRequest, Gpu, GpuSample, Job, Node
@@ -50,16 +50,6 @@ def _on_commit(dispatch: Dispatch | None, ids: list[int]) -> None:
 
 
 # -- poll_agents: heartbeats, GPU readings, reclaim notices, lost nodes ------------------------------
-
-def database_now() -> datetime:
-    """The database's clock. Heartbeats are written and judged by it, so every worker agrees on a
-    node's silence whatever its own clock says (one 60 s fast would otherwise find every node lost)."""
-    if connection.vendor != "postgresql":  # the embedded demo: one process, one clock
-        return timezone.now()
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT statement_timestamp()")
-        return cursor.fetchone()[0]
-
 
 def agents_poll(*, backend: Backend, telemetry: Telemetry, now: datetime | None = None,
                 dispatch: Dispatch | None = None) -> dict:
@@ -188,10 +178,11 @@ class PodsVerdict:
     outcome: str  # completed, failed, cannot-start, node-refused, evicted
     pod: str = ""
     observed: JobObservation | None = None
+    ended_at: float | None = None  # completed: when its last pod ended, where the cluster says
 
 
 def reconcile(*, backend: Backend, now: datetime | None = None) -> dict:
-    now = now or timezone.now()
+    now = now or database_now()
     observations = backend.poll_observations()
     by_pod = {(o.job_id, o.pod_name): o for o in observations}
     finished = defaultdict(list)
@@ -220,7 +211,8 @@ def _pods_verdict(job: Job, binds: list[ActionRequest], by_pod: dict, *, listed_
             return PodsVerdict("evicted", pod) if bound_before and not preempting else None
         observed.append(seen)
     if all(o.status == JobStatus.SUCCEEDED for o in observed):
-        return PodsVerdict("completed")
+        ends = [o.finished_at for o in observed]
+        return PodsVerdict("completed", ended_at=None if None in ends else max(ends))
     if preempting:
         return None
     for o in observed:
@@ -249,6 +241,8 @@ def _job_end(*, job: Job, verdict: PodsVerdict, at: datetime, backend: Backend) 
     if verdict.outcome == "completed":
         reason, progress = "completed", float(job.expected_runtime_s or job.max_runtime_s or job.progress_s)
         message = "The cluster reports the job completed."
+        if verdict.ended_at is not None:  # billed until its last pod ended, not until this poll noticed
+            at = min(at, datetime.fromtimestamp(verdict.ended_at, tz=UTC))
     elif verdict.outcome == "failed":
         reason, message = "failed", f"The cluster reports the job failed ({seen.reason}, exit code {seen.exit_code})."
     elif verdict.outcome == "cannot-start":  # it never ran: nothing billed
@@ -285,7 +279,7 @@ def checkpoints_due(*, now: datetime | None = None, dispatch: Dispatch | None = 
                     interval_scale: float = 1.0) -> list[int]:
     """Ask each running, checkpointing job for a checkpoint once its interval has passed.
     `interval_scale` < 1 shortens intervals for a cluster that works faster than real time (the demo)."""
-    now = now or timezone.now()
+    now = now or database_now()
     created = []
     busy = set(ActionRequest.objects.filter(state=REQUESTED, kind__in=["checkpoint", "preempt"])
                .values_list("job_id", flat=True))

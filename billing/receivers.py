@@ -2,9 +2,9 @@
 
 from django.dispatch import receiver
 
-from billing.services import usage_interval_close, usage_interval_open
+from billing.services import usage_interval_close, usage_interval_open, usage_intervals_move_start
 from scheduling.models import Placement
-from scheduling.signals import placement_ended, placement_started
+from scheduling.signals import placement_bound, placement_ended, placement_started
 
 
 @receiver(placement_started, sender=Placement, dispatch_uid="billing-open-interval")
@@ -15,3 +15,8 @@ def open_interval(sender, *, placement, **kwargs) -> None:
 @receiver(placement_ended, sender=Placement, dispatch_uid="billing-close-interval")
 def close_interval(sender, *, placement, at, reason, **kwargs) -> None:
     usage_interval_close(placement=placement, at=at, reason=reason)
+
+
+@receiver(placement_bound, sender=Placement, dispatch_uid="billing-move-interval-start")
+def move_interval_start(sender, *, placement_ids, at, **kwargs) -> None:
+    usage_intervals_move_start(placement_ids=placement_ids, at=at)

@@ -102,6 +102,14 @@ def usage_interval_close(*, placement: Placement, at: datetime, reason: str) -> 
 
 
 @transaction.atomic
+def usage_intervals_move_start(*, placement_ids, at: datetime) -> int:
+    """Open intervals of placements whose pod was bound only at `at` start then: no second is billed
+    before a pod held the GPU."""
+    return UsageInterval.objects.filter(placement_id__in=placement_ids, ended_at__isnull=True,
+                                        started_at__lt=at).update(started_at=at)
+
+
+@transaction.atomic
 def usage_intervals_close_for_job(*, job, at: datetime, reason: str) -> int:
     """Close every open interval of a job (completion, cancel, preemption, failure); returns how many."""
     for placement in Placement.objects.filter(job=job, usage_interval__isnull=True):

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
-from django.utils import timezone
 
 from scheduling import engine
 from scheduling.apply import ApplyResult, apply_plan
+from scheduling.clock import database_now
 from scheduling.snapshot import build_snapshot
 
 
@@ -40,7 +40,7 @@ def decide_and_apply(*, policy: str, now: datetime | None = None,
                      dispatch: Callable[[list[int]], None] | None = None) -> CycleReport:
     """Run one cycle (no lock: cycle_run takes it). `dispatch` receives the new ActionRequest ids after the commit, so a
     backend never acts on an intent that was rolled back."""
-    now = now or timezone.now()
+    now = now or database_now()
     began = time.perf_counter()
     snapshot = build_snapshot(now)
     built = time.perf_counter()

@@ -9,3 +9,4 @@ from django.dispatch import Signal
 
 placement_started = Signal()  # kwargs: placement
 placement_ended = Signal()  # kwargs: placement, at, reason
+placement_bound = Signal()  # kwargs: placement_ids, at: its pod was bound then, later than it was placed

@@ -189,6 +189,7 @@ class JobObservation:
     terminating: bool = False
     message: str | None = None  # the cluster's words for the reason
     annotations: dict[str, str] = field(default_factory=dict, compare=False)
+    finished_at: float | None = None  # UNIX time its containers ended, where the cluster says
 
 
 @runtime_checkable

@@ -40,8 +40,9 @@ from agents.backends.base import (
     RepartitionPhase,
     RepartitionRequest,
     RepartitionState,
+    TransientBackendError,
 )
-from agents.telemetry import GpuReading, NodeReading
+from agents.telemetry import GpuReading, MalformedReport, NodeReading, reading_from_report
 
 _THREAD_LOCK = threading.Lock()  # flock is per process; threads of one process need their own
 
@@ -135,14 +136,38 @@ class SimulatedBackend:
         with self._state() as state:
             state["nodes"][name]["answering"] = True
 
+    # -- faults (the fault campaign, bench/fault_campaign.py) ---------------------------------
+
+    def restore_node(self, name: str) -> None:
+        """The provider hands a reclaimed node back, empty."""
+        with self._state() as state:
+            state["nodes"][name].update(answering=True, reclaim_at=None, gone=False, mig={})
+
+    def report_fault(self, name: str, kind: str, seconds: float) -> None:
+        """For `seconds`, the node's agent sends no report ("missing"), one of the wrong shape
+        ("malformed") or readings that are no measurement ("nan")."""
+        with self._state() as state:
+            state["nodes"][name]["report_fault"] = [kind, state["now"] + seconds]
+
+    def api_errors(self, seconds: float) -> None:
+        """For `seconds`, every cluster API call fails as a transient error (a 503, a timeout)."""
+        with self._state() as state:
+            state["api_errors_until"] = state["now"] + seconds
+
+    def _api_call(self, state: dict) -> None:
+        if state["now"] < state.get("api_errors_until", 0.0):
+            raise TransientBackendError("simulated cluster API error (503)")
+
     # -- the Backend protocol -------------------------------------------------------------
 
     def inventory(self) -> list[NodeInventory]:
         with self._state(write=False) as state:
+            self._api_call(state)
             return [_inventory(node) for node in state["nodes"].values() if not node["gone"]]
 
     def bind(self, req: BindRequest) -> Outcome:
         with self._state() as state:
+            self._api_call(state)
             key = f"{req.namespace}/{req.pod_name}"
             pod = state["pods"].get(key)
             if pod is not None:
@@ -165,6 +190,7 @@ class SimulatedBackend:
 
     def request_checkpoint(self, req: CheckpointRequest) -> Outcome:
         with self._state() as state:
+            self._api_call(state)
             pod = state["pods"].get(f"{req.namespace}/{req.pod_name}")
             if pod is None:
                 return Outcome.GONE
@@ -178,6 +204,7 @@ class SimulatedBackend:
 
     def preempt(self, req: PreemptRequest) -> Outcome:
         with self._state() as state:
+            self._api_call(state)
             pod = state["pods"].get(f"{req.namespace}/{req.pod_name}")
             if pod is None:
                 return Outcome.GONE
@@ -206,6 +233,7 @@ class SimulatedBackend:
     def poll_observations(self) -> list[JobObservation]:
         """The pods; the workloads also confirm what they saved since (see Confirm)."""
         with self._state(write=False) as state:
+            self._api_call(state)
             observed = [_observation(pod, state["nodes"][pod["node"]]) for pod in state["pods"].values()]
             unconfirmed = {key: _saved(pod) for key, pod in state["pods"].items() if _unconfirmed(pod)}
         self._confirm(unconfirmed)
@@ -230,9 +258,20 @@ class SimulatedBackend:
 
     def read(self, nodes: Iterable[tuple[str, str]] = ()) -> dict[str, NodeReading]:
         wanted = {name for name, _url in nodes}
+        readings = {}
         with self._state(write=False) as state:
-            return {name: _reading(state, name, node) for name, node in state["nodes"].items()
-                    if node["answering"] and not node["gone"] and (not wanted or name in wanted)}
+            for name, node in state["nodes"].items():
+                if not node["answering"] or node["gone"] or (wanted and name not in wanted):
+                    continue
+                fault, until = node.get("report_fault") or (None, 0.0)
+                if fault is None or state["now"] >= until:
+                    readings[name] = _reading(state, name, node)
+                elif fault != "missing":
+                    try:  # through the same validation as a real agent's report
+                        readings[name] = reading_from_report(name, _faulty_report(fault, node), state["now"])
+                    except MalformedReport:
+                        pass  # a missed heartbeat, as AgentHttpTelemetry treats it
+        return readings
 
     # -- state file -----------------------------------------------------------------------
 
@@ -245,8 +284,17 @@ class SimulatedBackend:
             state["now"] = self.clock() + state["offset"]
             advanced = _advance(state)
             yield state
+            removed = state.pop("removed", [])
+            if removed:  # what ran, kept for the fault campaign's billing check
+                with open(self.history_path, "a") as history:
+                    history.writelines(json.dumps(pod) + "\n" for pod in removed)
             if write or advanced:
                 self._save(state)
+
+    @property
+    def history_path(self) -> Path:
+        """One JSON line per pod that is gone: where and from when to when it ran."""
+        return self.path.with_suffix(".history.jsonl")
 
     def _load(self) -> dict:
         try:
@@ -298,6 +346,10 @@ def _advance(state: dict) -> bool:
     for key, pod in list(state["pods"].items()):
         node = state["nodes"][pod["node"]]
         if node["gone"] or (pod["stop_at"] is not None and now >= pod["stop_at"]):
+            gone_at = node["reclaim_at"] if node["gone"] and node["reclaim_at"] is not None else now
+            ran_until = pod["ended_at"] if pod["ended_at"] is not None else min(gone_at, pod["stop_at"] or gone_at)
+            kept = {field: pod[field] for field in ("job_id", "name", "node", "gpus", "started_at")}
+            state.setdefault("removed", []).append({**kept, "ran_until": ran_until})
             del state["pods"][key]
             changed = True
         elif node["answering"] and pod["phase"] == "Running":
@@ -331,7 +383,14 @@ def _observation(pod: dict, node: dict) -> JobObservation:
     return JobObservation(
         job_id=pod["job_id"], pod_name=pod["name"], namespace=pod["namespace"], status=status,
         node_name=pod["node"], reason=pod["reason"], exit_code=pod["exit_code"],
-        terminating=pod["stop_at"] is not None, annotations=dict(pod["annotations"]))
+        terminating=pod["stop_at"] is not None, annotations=dict(pod["annotations"]), finished_at=pod["ended_at"])
+
+
+def _faulty_report(kind: str, node: dict) -> object:
+    if kind == "nan":
+        return {"gpus": [{"index": i, "utilisation_pct": float("nan"), "memory_used_mib": float("inf")}
+                         for i in range(node["gpu_count"])]}
+    return {"gpus": [{"utilisation_pct": "busy"}]}  # malformed: no index, text for a number
 
 
 def _reading(state: dict, name: str, node: dict) -> NodeReading:
