@@ -82,6 +82,30 @@ _ORIGIN_HOST = re.compile(r"(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z
                           re.IGNORECASE)
 
 
+GROUP_ROLES = ("lead", "member", "viewer")
+GROUP_PLATFORM_ROLES = ("staff", "finance")
+
+
+def env_group_map(name: str) -> dict[str, str]:
+    """Identity-provider group -> what it grants: `team:role` (lead, member, viewer), `staff` or `finance`.
+
+    Written `group=team:role,group=staff`; a group is named once.
+    """
+    raw = os.environ.get(name, "")
+    mapping: dict[str, str] = {}
+    expected = "comma-separated group=team:role (role lead, member or viewer), group=staff or group=finance"
+    for entry in (item.strip() for item in raw.split(",")):
+        if not entry:
+            continue
+        group, sep, grant = (part.strip() for part in entry.partition("="))
+        team, colon, role = grant.partition(":")
+        good_grant = grant in GROUP_PLATFORM_ROLES or (colon and team and role in GROUP_ROLES)
+        if not sep or not group or not good_grant or group in mapping:
+            raise _bad(name, entry, expected + ", each group once")
+        mapping[group] = grant
+    return mapping
+
+
 def env_database(name: str, default: str) -> dict:
     raw = os.environ.get(name, default)
     if "://" not in raw:

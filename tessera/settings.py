@@ -8,6 +8,7 @@ from tessera.env import (
     env_bool,
     env_choice,
     env_database,
+    env_group_map,
     env_http_url,
     env_int,
     env_list,
@@ -35,6 +36,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "axes",
+    "mozilla_django_oidc",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "portal",
@@ -88,7 +90,8 @@ AUTH_PASSWORD_VALIDATORS = [
 # Lockout (django-axes, tessera/signin.py): after TESSERA_SIGNIN_FAILURE_LIMIT wrong passwords for a
 # username, every sign-in as it (portal, admin, API token endpoint) is refused for the cool-off,
 # the right password too. Counted per username: behind the ingress every client has its address.
-AUTHENTICATION_BACKENDS = ["tessera.signin.LockoutBackend", "django.contrib.auth.backends.ModelBackend"]
+AUTHENTICATION_BACKENDS = ["tessera.signin.LockoutBackend", "django.contrib.auth.backends.ModelBackend",
+                           "tessera.oidc.SsoBackend"]
 AXES_FAILURE_LIMIT = env_int("TESSERA_SIGNIN_FAILURE_LIMIT", 5, minimum=1)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("TESSERA_SIGNIN_COOLOFF_MIN", 15, minimum=1))
 AXES_LOCKOUT_PARAMETERS = ["username"]
@@ -100,6 +103,25 @@ AXES_LOCKOUT_CALLABLE = "tessera.signin.locked_out"
 AXES_VERBOSE = False
 # API tokens (portal/tokens.py): named, made in the portal, each valid for at most this many days.
 TESSERA_API_TOKEN_MAX_DAYS = env_int("TESSERA_API_TOKEN_MAX_DAYS", 365, minimum=1)
+# Single sign-on with OpenID Connect (tessera/oidc.py), on when a client id is set; the provider's
+# endpoints are then required. The group claim maps to teams, roles, staff and finance (portal/sso.py).
+TESSERA_OIDC_ENABLED = bool(env_str("TESSERA_OIDC_CLIENT_ID"))
+OIDC_RP_CLIENT_ID = env_str("TESSERA_OIDC_CLIENT_ID")
+OIDC_RP_CLIENT_SECRET = env_str("TESSERA_OIDC_CLIENT_SECRET")
+OIDC_OP_AUTHORIZATION_ENDPOINT = env_http_url("TESSERA_OIDC_AUTHORIZATION_URL", "") if TESSERA_OIDC_ENABLED else ""
+OIDC_OP_TOKEN_ENDPOINT = env_http_url("TESSERA_OIDC_TOKEN_URL", "") if TESSERA_OIDC_ENABLED else ""
+OIDC_OP_USER_ENDPOINT = env_http_url("TESSERA_OIDC_USERINFO_URL", "") if TESSERA_OIDC_ENABLED else ""
+OIDC_OP_JWKS_ENDPOINT = env_http_url("TESSERA_OIDC_JWKS_URL", "") if TESSERA_OIDC_ENABLED else ""
+OIDC_RP_SIGN_ALGO = env_choice("TESSERA_OIDC_SIGN_ALGO", "RS256", ("RS256", "ES256"))
+OIDC_RP_SCOPES = env_str("TESSERA_OIDC_SCOPES", "openid email profile groups")
+TESSERA_OIDC_GROUPS_CLAIM = env_str("TESSERA_OIDC_GROUPS_CLAIM", "groups")
+TESSERA_OIDC_GROUP_MAP = env_group_map("TESSERA_OIDC_GROUP_MAP")
+TESSERA_OIDC_PROVIDER_NAME = env_str("TESSERA_OIDC_PROVIDER_NAME", "single sign-on")
+OIDC_USE_PKCE = True
+OIDC_TIMEOUT = 10  # seconds for each call to the provider
+OIDC_AUTHENTICATE_CLASS = "tessera.oidc.SsoStart"
+OIDC_CALLBACK_CLASS = "tessera.oidc.SsoCallback"
+LOGIN_REDIRECT_URL_FAILURE = "/accounts/login/"
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"

@@ -5,6 +5,8 @@ portal's login, the admin's, and the API's token endpoint.
 
 from axes.backends import AxesStandaloneBackend
 from axes.helpers import get_cool_off
+from django.conf import settings
+from django.contrib.auth.views import LoginView
 from django.http import JsonResponse
 from django.shortcuts import render
 
@@ -34,3 +36,13 @@ def locked_out(request, original_response=None, credentials=None):
         response = render(request, "403.html", {"exception": message}, status=429)
     response["Retry-After"] = str(minutes * 60)
     return response
+
+
+class PortalLoginView(LoginView):
+    """The sign-in page: a username and password, and the single sign-on button when it is on."""
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        if settings.TESSERA_OIDC_ENABLED:
+            context["sso_name"] = settings.TESSERA_OIDC_PROVIDER_NAME
+        return context

@@ -6,11 +6,13 @@ from rest_framework.permissions import IsAuthenticated
 
 from tessera import health
 from tessera.metrics import metrics
+from tessera.signin import PortalLoginView
 from ui import views
 
 urlpatterns = [
     path("", views.home, name="home"),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", PortalLoginView.as_view(), name="login"),
+    path("oidc/", include("mozilla_django_oidc.urls")),  # single sign-on (tessera/oidc.py)
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),

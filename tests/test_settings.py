@@ -34,6 +34,9 @@ def start_django(**overrides) -> subprocess.CompletedProcess:
     ("TESSERA_POLL_INTERVAL_S", "0"),
     ("CSRF_TRUSTED_ORIGINS", "https://tessera.example.org/accounts/"),
     ("CSRF_TRUSTED_ORIGINS", "ftp://tessera.example.org"),
+    ("TESSERA_OIDC_GROUP_MAP", "gpu-search=search:boss"),
+    ("TESSERA_OIDC_GROUP_MAP", "gpu-search=search:lead,gpu-search=vision:lead"),
+    ("TESSERA_OIDC_GROUP_MAP", "gpu-search"),
 ])
 def test_it_refuses_to_start_with_a_bad_value_and_names_it(name, value):
     result = start_django(**{name: value})
@@ -86,3 +89,13 @@ def test_trusted_origins_default_to_the_allowed_hosts_behind_tls():
     result = subprocess.run([sys.executable, "-c", "import django; django.setup(); " + code], env=environment,
                             capture_output=True, text=True, timeout=60)
     assert result.stdout.strip() == "['https://tessera.example.org', 'https://*.corp.example']", result.stderr
+
+
+def test_single_sign_on_needs_the_providers_endpoints():
+    result = start_django(TESSERA_OIDC_CLIENT_ID="tessera", TESSERA_OIDC_AUTHORIZATION_URL="https://idp.example/auth")
+    assert result.returncode != 0 and "TESSERA_OIDC_TOKEN_URL" in result.stderr
+
+
+def test_the_group_map_reads_teams_roles_staff_and_finance(monkeypatch):
+    monkeypatch.setenv("TESSERA_MAP", " gpu-search=search:lead , admins=staff,money=finance,")
+    assert env.env_group_map("TESSERA_MAP") == {"gpu-search": "search:lead", "admins": "staff", "money": "finance"}

@@ -10,7 +10,8 @@ from packaging.utils import canonicalize_name
 REQUIREMENTS = Path(__file__).resolve().parents[2] / "requirements"
 # Tools that must never reach the production image (issue 11, point 10).
 DEV_ONLY = {"pytest", "pytest-django", "pytest-xdist", "hypothesis", "ruff", "import-linter", "mypy", "playwright",
-            "kubernetes-validate", "dockerfile-parse", "uv", "schemathesis"}
+            "kubernetes-validate", "dockerfile-parse", "uv", "schemathesis",
+            "django-oauth-toolkit"}  # the SSO tests' OpenID Connect provider
 
 
 def direct(name: str) -> dict[str, Requirement]:

@@ -1,15 +1,14 @@
 """The portal as production runs it: gunicorn, DEBUG off, the shipped deploy/configmap.yaml."""
 
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-import requests
 import yaml
+
+from tests.loopback import free_port, wait_until_serving
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = "tessera.example.org"  # the configmap's ALLOWED_HOSTS
@@ -27,15 +26,6 @@ def production_env(database_url: str, **overrides: str) -> dict[str, str]:
     environment.update(DATABASE_URL=database_url, SECRET_KEY=STRONG_SECRET, REDIS_URL=os.environ["REDIS_URL"],
                        LOG_LEVEL="WARNING", **overrides)
     return environment
-
-
-def free_port() -> int:
-    """A free port in the range this suite's servers use (18500-18599)."""
-    for port in range(18500, 18600):
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) != 0:
-                return port
-    raise RuntimeError("no free port in 18500-18599")
 
 
 def database_url_of_the_tests() -> str:
@@ -57,14 +47,7 @@ def gunicorn(django_db_setup, django_db_blocker, tmp_path_factory):
                               cwd=ROOT, env=environment, stdout=subprocess.DEVNULL, stderr=log)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and server.poll() is None:
-            try:
-                requests.get(f"{url}/static/css/site.css", headers={"Host": HOST}, timeout=10)
-                break
-            except requests.RequestException:  # not listening yet, or the worker still booting
-                time.sleep(0.2)
-        if server.poll() is not None:
+        if not wait_until_serving(f"{url}/static/css/site.css", server, headers={"Host": HOST}):
             log.seek(0)
             pytest.fail(f"gunicorn exited: {log.read()[-2000:]}")
         yield url
