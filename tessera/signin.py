@@ -17,11 +17,12 @@ class LockoutBackend(AxesStandaloneBackend):
     """Axes' guard, first of the authentication backends.
 
     A sign-in without a request (the test client's `login`, a script) is no HTTP attempt and has
-    nothing to lock; Axes would refuse it outright, so it is passed on to the next backend.
+    nothing to lock; Axes would refuse it outright, so it is passed on to the next backend. Nor is
+    one without a password (single sign-on's callback): the provider guards its own sign-in.
     """
 
     def authenticate(self, request, username=None, password=None, **kwargs):
-        if request is None:
+        if request is None or password is None:
             return None
         return super().authenticate(request, username=username, password=password, **kwargs)
 
