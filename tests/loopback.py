@@ -23,7 +23,7 @@ def wait_until_serving(url: str, server: subprocess.Popen, headers: dict | None 
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline and server.poll() is None:
         try:
-            requests.get(url, headers=headers or {}, timeout=10)
+            requests.get(url, headers=headers or {}, timeout=10, allow_redirects=False)
             return True
         except requests.RequestException:  # not listening yet, or its worker still booting
             time.sleep(0.2)

@@ -49,7 +49,7 @@ def gunicorn(django_db_setup, django_db_blocker, tmp_path_factory):
     try:
         if not wait_until_serving(f"{url}/static/css/site.css", server, headers={"Host": HOST}):
             log.seek(0)
-            pytest.fail(f"gunicorn exited: {log.read()[-2000:]}")
+            pytest.fail(f"gunicorn did not serve: {log.read()[-2000:]}")
         yield url
     finally:
         server.terminate()
