@@ -3,7 +3,7 @@ from django.contrib import admin
 from django.core.exceptions import ValidationError
 
 from billing.closing import adjustment_create
-from billing.models import Adjustment, ClosedMonth, FrozenLine, Rate, UsageInterval
+from billing.models import Adjustment, Budget, BudgetAlert, ClosedMonth, FrozenLine, Rate, UsageInterval
 from billing.periods import Month
 from billing.services import rate_save
 
@@ -115,3 +115,16 @@ class AdjustmentAdmin(admin.ModelAdmin):
         saved = adjustment_create(corrects=Month.of(obj.corrects), project=obj.project, amount=obj.amount,
                                   reason=obj.reason, by=request.user)
         obj.pk, obj.month, obj.created_by = saved.pk, saved.month, saved.created_by
+
+
+@admin.register(Budget)
+class BudgetAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "team", "business_unit", "monthly_amount", "thresholds"]
+    list_select_related = ["team", "business_unit"]
+    autocomplete_fields = ["team", "business_unit"]
+
+
+@admin.register(BudgetAlert)
+class BudgetAlertAdmin(ReadOnlyAdmin):
+    list_display = ["budget", "month", "threshold", "spent", "recipients", "created_at"]
+    list_select_related = ["budget__team", "budget__business_unit"]

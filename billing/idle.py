@@ -9,7 +9,8 @@ settings (TESSERA_IDLE_COST_POLICY) decides where it goes, as statement lines of
 - `chargeback-by-guarantee`: spread over teams by guaranteed GPUs, then over each team's
   projects by their GPU-seconds that month (all to its first project when it used nothing).
 
-Capacity is today's inventory of GPUs on reserved-tier nodes (the ledger keeps no history of it);
+Capacity is today's inventory of GPUs on reserved-tier nodes (the ledger keeps no history of it),
+counted from the ledger's first interval (before it, Tessera did not run the cluster);
 months close frozen, so a later inventory change does not rewrite a closed month.
 """
 
@@ -19,10 +20,10 @@ from datetime import datetime
 from decimal import ROUND_DOWN, Decimal
 
 from django.conf import settings
-from django.db.models import Count
+from django.db.models import Count, Min
 
 from billing.ledger import CENT, SECONDS_PER_HOUR, Row, as_of_for, rate_windows
-from billing.models import LineKind
+from billing.models import LineKind, UsageInterval
 from billing.periods import Month
 from portal.models import Project, Team
 from scheduling.models import Gpu
@@ -73,12 +74,14 @@ def reservations(month: Month, usage: list[Row], *, now: datetime | None = None)
     for row in usage:
         if row.tier == RESERVED and row.kind == LineKind.USAGE:
             used[row.gpu_model] += row.cost
+    # Before the ledger's first interval Tessera did not run the cluster: no capacity to account for.
+    since = max(UsageInterval.objects.aggregate(first=Min("started_at"))["first"] or as_of, month.start)
     price_seconds: dict[str, Decimal] = defaultdict(Decimal)
     for window in rate_windows(month):
         if window.tier == RESERVED and window.gpu_model in gpus:
-            seconds = max((min(window.high, as_of) - window.low).total_seconds(), 0)
+            seconds = max((min(window.high, as_of) - max(window.low, since)).total_seconds(), 0)
             price_seconds[window.gpu_model] += Decimal(str(seconds)) * window.price
-    hours = Decimal(str(max((as_of - month.start).total_seconds(), 0))) / SECONDS_PER_HOUR
+    hours = Decimal(str(max((as_of - since).total_seconds(), 0))) / SECONDS_PER_HOUR
     return [Reservation(model, count, count * hours,
                         (count * price_seconds[model] / SECONDS_PER_HOUR).quantize(CENT), used[model])
             for model, count in sorted(gpus.items())]

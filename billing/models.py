@@ -179,3 +179,65 @@ class Adjustment(models.Model):
     def __str__(self) -> str:
         return f"{self.amount:+} to {self.project} in {self.month:%Y-%m} for {self.corrects:%Y-%m}"
 
+
+
+def parse_thresholds(text: str) -> list[int]:
+    """'50,80,100' → [50, 80, 100]; ValidationError naming what is wrong."""
+    try:
+        values = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise ValidationError("Thresholds are whole percentages separated by commas, e.g. 50,80,100.") from None
+    if not values or values[0] < 1 or values[-1] > 1000:
+        raise ValidationError("Give at least one threshold, each between 1 and 1000 percent.")
+    return values
+
+
+class Budget(models.Model):
+    """A monthly spending budget for one team or one business unit, with alerts at thresholds."""
+
+    team = models.OneToOneField("portal.Team", null=True, blank=True, on_delete=models.CASCADE, related_name="budget")
+    business_unit = models.OneToOneField("portal.BusinessUnit", null=True, blank=True, on_delete=models.CASCADE,
+                                         related_name="budget")
+    monthly_amount = models.DecimalField(max_digits=14, decimal_places=2,
+                                         validators=[MinValueValidator(Decimal("0.01"))],
+                                         help_text="US dollars per calendar month (UTC).")
+    thresholds = models.CharField(max_length=60, default="50,80,100", validators=[parse_thresholds],
+                                  help_text="Percentages of the monthly amount that raise an alert, e.g. 50,80,100.")
+
+    class Meta:
+        ordering = ["business_unit__name", "team__name"]
+        constraints = [
+            models.CheckConstraint(condition=Q(team__isnull=True) ^ Q(business_unit__isnull=True),
+                                   name="budget_for_team_or_unit"),
+            models.CheckConstraint(condition=Q(monthly_amount__gt=0), name="budget_amount_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.owner_name}: ${self.monthly_amount:,.2f}/month"
+
+    @property
+    def owner_name(self) -> str:
+        return str(self.team or self.business_unit)
+
+    def clean(self):
+        super().clean()
+        if (self.team_id is None) == (self.business_unit_id is None):
+            raise ValidationError("A budget belongs to exactly one team or one business unit.")
+
+
+class BudgetAlert(models.Model):
+    """One threshold crossed in one month: recorded once, so nobody is told twice."""
+
+    budget = models.ForeignKey(Budget, on_delete=models.CASCADE, related_name="alerts")
+    month = models.DateField()
+    threshold = models.PositiveIntegerField()
+    spent = models.DecimalField(max_digits=14, decimal_places=2)
+    recipients = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [models.UniqueConstraint(fields=["budget", "month", "threshold"], name="budget_alert_once")]
+
+    def __str__(self) -> str:
+        return f"{self.budget.owner_name} passed {self.threshold}% in {self.month:%Y-%m}"

@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from billing.closing import corrections_book, month_close
+from billing.closing import corrections, corrections_book, month_close
 from billing.forms import CloseMonthForm, CorrectionsForm
 from billing.ledger import Names
 from billing.lines import live_rows
@@ -27,12 +27,7 @@ class MonthLine:
     closed: ClosedMonth | None
     live_total: Decimal | None  # None: it cannot be priced today (a rate is missing)
     error: str = ""
-
-    @property
-    def difference(self) -> Decimal | None:
-        if self.closed is None or self.live_total is None:
-            return None
-        return self.live_total - self.closed.total_cost
+    difference: Decimal | None = None  # closed: what projects would owe beyond billed and booked corrections
 
 
 def _shown(now, closed: dict[Month, ClosedMonth]) -> list[Month]:
@@ -49,7 +44,9 @@ def _lines(now) -> list[MonthLine]:
     for month in _shown(now, closed):
         try:
             live = sum((row.cost for row in live_rows(month, now=now, names=names)), Decimal(0))
-            lines.append(MonthLine(month, closed.get(month), live))
+            unbooked = (sum((c.difference for c in corrections(month, now=now)), Decimal(0))
+                        if month in closed else None)
+            lines.append(MonthLine(month, closed.get(month), live, difference=unbooked))
         except PeriodError as error:
             lines.append(MonthLine(month, closed.get(month), None, str(error)))
     return lines

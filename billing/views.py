@@ -7,8 +7,10 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from billing.breakeven import DEFAULTS, against_references, break_even
+from billing.budgets import budget_statuses
 from billing.chargeback import Report, chargeback_report
 from billing.exports import csv_lines
+from billing.focus import focus_lines
 from billing.forms import BreakEvenForm, MonthForm, RangeForm, StatementForm
 from billing.ledger import check_months
 from billing.periods import Month, PeriodError
@@ -51,11 +53,12 @@ def chargeback(request):
         "report": report, "month": month, "lines": _lines(report), "chart": report.chart,
         "previous": month.previous(), "next": month.next() if month < current else None,
         "month_to_date": month == current, "business_units": BusinessUnit.objects.all(),
+        "budgets": budget_statuses(month, rows=[row for node in report.total.walk() for row in node.rows]),
     })
 
 
-@finance_required
-def chargeback_csv(request):
+def _export(request, lines, prefix: str):
+    """A streamed CSV of a month or a range; every month is checked before the first byte is sent."""
     form = RangeForm(request.GET)
     if not form.is_valid():
         return _bad_request(request, form.errors, title="Cannot export")
@@ -65,10 +68,21 @@ def chargeback_csv(request):
         check_months(months[0], months[-1], now=now)
     except PeriodError as error:
         return _bad_request(request, str(error), title="Cannot export")
-    response = StreamingHttpResponse(csv_lines(months, now=now), content_type="text/csv; charset=utf-8")
+    response = StreamingHttpResponse(lines(months, now=now), content_type="text/csv; charset=utf-8")
     name = str(months[0]) if len(months) == 1 else f"{months[0]}_{months[-1]}"
-    response["Content-Disposition"] = f'attachment; filename="chargeback-{name}.csv"'
+    response["Content-Disposition"] = f'attachment; filename="{prefix}-{name}.csv"'
     return response
+
+
+@finance_required
+def chargeback_csv(request):
+    return _export(request, csv_lines, "chargeback")
+
+
+@finance_required
+def focus_csv(request):
+    """The same lines in FinOps FOCUS 1.3 columns (billing/focus.py)."""
+    return _export(request, focus_lines, "focus")
 
 
 @finance_required

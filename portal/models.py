@@ -60,17 +60,30 @@ class Team(models.Model):
         return self.name
 
 
+def default_cost_code(team_name: str, project_name: str) -> str:
+    """The code a project gets when nobody gave one: TEAM-PROJECT, upper case, at most 40 characters."""
+    return f"{team_name}-{project_name}".upper().replace(" ", "-")[:40]
+
+
 class Project(models.Model):
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="projects")
     name = models.CharField(max_length=100)
-    cost_code = models.CharField(max_length=40, blank=True)
+    cost_code = models.CharField(max_length=40, help_text="The code finance books this project's GPU cost to; "
+                                                          "TEAM-PROJECT when left empty.")
 
     class Meta:
         ordering = ["team__name", "name"]
-        constraints = [models.UniqueConstraint(fields=["team", "name"], name="project_unique_per_team")]
+        constraints = [models.UniqueConstraint(fields=["team", "name"], name="project_unique_per_team"),
+                       models.CheckConstraint(condition=~Q(cost_code=""), name="project_has_cost_code")]
 
     def __str__(self) -> str:
         return f"{self.team.name}/{self.name}"
+
+    def save(self, *args, **kwargs):
+        # Every chargeback line carries a cost code, so a project is never without one.
+        if not self.cost_code:
+            self.cost_code = default_cost_code(self.team.name, self.name)
+        super().save(*args, **kwargs)
 
 
 class Membership(models.Model):

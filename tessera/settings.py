@@ -213,6 +213,7 @@ CELERY_BEAT_SCHEDULE = {
     # The safety net for a worker killed mid-flow: every unfinished action is taken up again.
     "resume-actions": {"task": "agents.resume_actions", "schedule": float(TESSERA_POLL_INTERVAL_S)},
     "sync-ledger": {"task": "billing.sync_ledger", "schedule": 60.0},
+    "check-budgets": {"task": "billing.check_budgets", "schedule": 900.0},  # budget alerts (billing/budgets.py)
 }
 
 REST_FRAMEWORK = {

@@ -33,9 +33,9 @@ def test_a_split_adds_up_to_the_cent(amount, weights):
 
 @pytest.fixture
 def worlds(db):
-    """Two teams on two reserved nodes (3 H100 each, $2/GPU-h); only the first one uses a GPU, 100 h in February."""
+    """Two teams on two reserved nodes (3 H100 each, $2/GPU-h); only the first one uses a GPU, 100 h from 1 February."""
     first, second = make_world(price="2.0000"), make_world(name="u")
-    start = datetime(2026, 2, 10, tzinfo=UTC)
+    start = datetime(2026, 2, 1, tzinfo=UTC)  # the ledger starts with the month: its whole capacity counts
     placement = place(first.jobs[0], first.whole, start)
     usage_interval_open(placement=placement, at=start)
     placement.ended_at = start + timedelta(hours=100)
@@ -102,3 +102,10 @@ def test_a_closed_month_keeps_the_policy_it_was_closed_under(worlds, settings):
 def test_a_misspelt_policy_stops_start_up_naming_the_variable():
     result = start_django(TESSERA_IDLE_COST_POLICY="chargeback")
     assert result.returncode != 0 and "TESSERA_IDLE_COST_POLICY" in result.stderr
+
+
+def test_capacity_counts_from_the_ledgers_first_interval(worlds):
+    march = chargeback_report(Month(2026, 3), now=NOW)  # nothing ran in March: idle from 1 March to now
+    assert march.idle_total == Decimal(6 * 9 * 24 * 2)
+    january = chargeback_report(Month(2026, 1), now=NOW)  # before the ledger began
+    assert january.idle_total == 0 and january.total.cost == 0
