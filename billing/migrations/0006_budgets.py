@@ -11,7 +11,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('billing', '0005_closed_month_idle_policy'),
-        ('portal', '0005_project_cost_code_required'),
+        ('portal', '0006_project_cost_code_required'),
     ]
 
     operations = [
