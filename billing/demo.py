@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
-from billing.models import Rate, UsageInterval
+from billing.models import Budget, Rate, UsageInterval
 from billing.periods import Month
 from billing.services import placement_gpu_fraction, usage_interval_open
 from portal.models import Team
@@ -60,6 +60,9 @@ def billing_demo_load(now=None) -> None:
     _save_runs(rng, cast, runs)
     for placement in Placement.objects.filter(ended_at__isnull=True).order_by("id"):
         usage_interval_open(placement=placement, at=placement.started_at)
+    # Budgets a lead and finance can look at, close to what these teams spend in a month.
+    Budget.objects.create(team=cast["teams"]["search"], monthly_amount=Decimal("20000"), thresholds="50,80,100")
+    Budget.objects.create(team=cast["teams"]["llm-platform"], monthly_amount=Decimal("60000"))
 
 
 def _create_rates(this_month: Month) -> None:
