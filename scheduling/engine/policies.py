@@ -64,6 +64,7 @@ register(Policy(
 
 # --- baselines: documented models of real schedulers, for `simulate run` -----------------------
 # Each is as strong as the real system configured well, so a lead over it means something.
+# Sources for what each part models: docs/reference/baselines.md.
 
 # Kept only as a floor: the model of plain Kubernetes before issue 12, whose figures the README
 # once compared against. The simulator's backend counts serving against the same per-team
