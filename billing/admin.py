@@ -1,5 +1,5 @@
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 
 from billing.closing import adjustment_create
@@ -19,6 +19,14 @@ class RateAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         # The form already ran clean(); the service re-checks under a lock so two admins cannot race.
         rate_save(rate=obj)
+        closed = ClosedMonth.objects.filter(month__gte=obj.valid_from.replace(day=1))
+        if obj.valid_to is not None:
+            closed = closed.filter(month__lt=obj.valid_to)
+        months = [f"{month:%Y-%m}" for month in closed.order_by("month").values_list("month", flat=True)]
+        if months:
+            messages.warning(request, f"This rate is in force in closed months ({', '.join(months)}): their "
+                                      "statements stay as billed. To charge the difference, book corrections on "
+                                      "Billing › Closing months.")
 
 
 @admin.register(UsageInterval)

@@ -126,3 +126,14 @@ def test_finance_closes_and_corrects_on_the_page_and_others_may_not(world, fiona
     assert client.post(reverse("billing:corrections"), {"month": "2026-02", "reason": ""}).status_code == 400
     assert client.post(reverse("billing:corrections"), {"month": "2026-02", "reason": "rate fix"}).status_code == 302
     assert Adjustment.objects.get().created_by == fiona
+
+
+def test_the_admin_warns_that_a_rate_edit_leaves_closed_months_as_billed(world, admin_client):
+    month_close(month=FEBRUARY, now=NOW)
+    rate = Rate.objects.get(gpu_model="H100-80GB", tier__name="on-demand")
+    url = reverse("admin:billing_rate_change", args=[rate.pk])
+    response = admin_client.post(url, {"gpu_model": rate.gpu_model, "tier": rate.tier_id, "price_per_gpu_hour": "3.0",
+                                       "valid_from": rate.valid_from.isoformat(), "valid_to": "", "note": ""},
+                                 follow=True)
+    assert "closed months (2026-02)" in response.content.decode()
+    assert chargeback_report(FEBRUARY, now=NOW).total.cost == Decimal("200.00")
