@@ -56,7 +56,8 @@ log = logging.getLogger(__name__)
 REQUESTED, CONFIRMED, FAILED = "requested", "confirmed", "failed"
 HOLDING = Job.HOLDING_STATUSES
 RELEASE_REASONS = {PreemptReason.PREEMPT: "preempted", PreemptReason.RECLAIM: "reclaimed",
-                   PreemptReason.CONSOLIDATE: "moved", PreemptReason.SPOT_RECLAIM: "spot-reclaimed"}
+                   PreemptReason.CONSOLIDATE: "moved", PreemptReason.SPOT_RECLAIM: "spot-reclaimed",
+                   PreemptReason.CANCEL: "cancelled"}
 MAX_STEPS = 8
 MAX_BIND_TRIES = 3  # binds of one job the cluster may refuse before the job fails
 CONFIRM_MARGIN_S = 15  # after the save: the confirmation's round trip and a clean exit
@@ -306,6 +307,8 @@ def _preempt_start(action, backend, job, now) -> None:
         ask_checkpoint(backend, job, job_pods(job), request_id(action), _reason(action))
         _phase(action, "checkpointing", deadline=deadline, asked_at=now.timestamp())
         job_event_add(job=job, at=now, kind="checkpoint-requested", message="Asked to checkpoint before stopping.")
+    elif _reason(action) == PreemptReason.CANCEL:  # its team wants it stopped, not saved
+        _phase(action, "stopping", deadline=deadline)
     else:
         why = "no checkpoint support" if not job.checkpoint_interval_s else f"only {max(room, 0):.0f} s of notice"
         _phase(action, "stopping", deadline=deadline)
@@ -348,8 +351,9 @@ def _preempt_release(action, backend, job, now) -> None:
         return
     job.refresh_from_db(fields=["progress_s"])
     reason = RELEASE_REASONS[_reason(action)]
-    job_release(job_id=job.pk, at=now, reason=reason, progress_s=job.progress_s,
-                message=f"Stopped and requeued; resumes from {job.progress_s:.0f} s of saved work.")
+    message = "Its pods stopped; cancelled." if reason == "cancelled" else \
+        f"Stopped and requeued; resumes from {job.progress_s:.0f} s of saved work."
+    job_release(job_id=job.pk, at=now, reason=reason, progress_s=job.progress_s, message=message)
     _finish(action, CONFIRMED)
 
 

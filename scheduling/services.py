@@ -25,8 +25,9 @@ from portal import access, freshness
 from portal.models import Project, Team
 from scheduling import signals, sizing
 from scheduling.clock import database_now
-from scheduling.engine.reasons import WaitingReason
-from scheduling.models import Job, JobEvent, Placement, PriorityClass
+from scheduling.engine.reasons import PreemptReason, WaitingReason
+from scheduling.models import ActionRequest, Job, JobEvent, Placement, PriorityClass
+from scheduling.payloads import PreemptPayload
 from scheduling.selectors import cluster_gpu_models, priority_classes_for, team_queue
 
 MAX_CPU_CORES = 512
@@ -216,18 +217,37 @@ def job_submit(*, user, team, name: str, kind: str, priority_class: str, gpus: i
 
 @transaction.atomic
 def job_cancel(*, user, job: Job) -> Job:
-    """Cancel a job; its open placements end now so they stop counting towards quota and cost."""
+    """Cancel a job. A waiting one is cancelled at once. A running one keeps its GPUs until its pods
+    have stopped: a stop is requested (a worker carries it out, then releases the job as cancelled),
+    so no other job is placed on GPUs its pods still hold."""
     if not access.can_cancel(user, job):
         raise PermissionDenied("You may not cancel this job.")
     job = Job.objects.select_for_update().get(pk=job.pk)
     if not job.is_active:
         raise ValidationError({"status": f"The job is already {job.status}."})
+    if job.status in Job.HOLDING_STATUSES and job.placements.filter(ended_at__isnull=True).exists():
+        now = database_now()
+        _, new = ActionRequest.objects.get_or_create(
+            key=f"cancel:{job.pk}:{int(job.started_at.timestamp())}",
+            defaults={"kind": ActionRequest.Kind.PREEMPT, "job": job, "payload": PreemptPayload(
+                job_id=job.pk, for_job_id=None, reason=PreemptReason.CANCEL,
+                notice_deadline=now.timestamp()).as_payload()})
+        if new:
+            job_event_add(job=job, at=now, kind="cancel-requested",
+                          message=f"Cancelled by {user.username}; its pods are being stopped.")
+            freshness.teams_changed([job.team_id])
+        return job
     # The same release as a finish or a preemption: placements and ledger close together.
     job_release(job_id=job.pk, at=database_now(), reason="cancelled", message=f"Cancelled by {user.username}.")
     Job.objects.filter(pk=job.pk).update(queue_position_team=None, queue_position_overall=None,
                                          estimated_start=None, pending_reason_code="", pending_reason="")
     job.refresh_from_db()
     return job
+
+
+def cancel_requested(job: Job) -> bool:
+    """A stop for a cancel is on its way: the job is as good as cancelled."""
+    return ActionRequest.objects.filter(job=job, key__startswith=f"cancel:{job.pk}:", state="requested").exists()
 
 
 @transaction.atomic
@@ -237,7 +257,7 @@ def job_reprioritise(*, user, job: Job, priority_class: str) -> Job:
     # Locked and read again: a cancel that committed since the caller read the job wins, and this
     # change is refused rather than written onto a cancelled job.
     job = Job.objects.select_for_update().select_related("priority_class", "team").get(pk=job.pk)
-    if not job.is_active:
+    if not job.is_active or cancel_requested(job):
         raise StateConflict({"status": f"The job is already {job.status}; its priority can no longer change."})
     chosen = _priority_class(user, job.team, priority_class)
     old = job.priority_class.name

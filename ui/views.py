@@ -105,11 +105,12 @@ def job_detail(request, pk):
 def job_cancel(request, pk):
     job = selectors.job_get(request.user, pk)
     try:
-        services.job_cancel(user=request.user, job=job)
+        job = services.job_cancel(user=request.user, job=job)
     except ValidationError as error:
         messages.error(request, "; ".join(error.messages))
     else:
-        messages.success(request, f"Cancelled job #{job.pk}.")
+        messages.success(request, f"Cancelled job #{job.pk}." if job.status == "cancelled" else
+                         f"Cancelling job #{job.pk}: its GPUs are free once its pods have stopped.")
     return redirect(_safe_next(request) or f"/jobs/{job.pk}/")
 
 

@@ -51,3 +51,4 @@ class PreemptReason(_Coded):
     RECLAIM = "reclaim", "Stopped so another team gets back the guarantee it had lent out."
     CONSOLIDATE = "consolidate", "Moved: it restarts from its checkpoint elsewhere to make room for a bigger job."
     SPOT_RECLAIM = "spot-reclaim", "Its spot node is being taken back by the provider."
+    CANCEL = "cancel", "Cancelled by its team: its pods stop, then its GPUs are free."

@@ -23,11 +23,20 @@ def test_a_viewer_may_not_submit(users, teams, jobs):
                             priority_class="training", gpus=1)
 
 
-def test_cancel_ends_the_placements_and_records_it(users, jobs):
-    job = services.job_cancel(user=users["lead"], job=jobs["alpha_run"])
+def test_cancel_of_a_waiting_job_is_at_once_and_recorded(users, jobs):
+    job = services.job_cancel(user=users["lead"], job=jobs["bob_wait"])
     assert job.status == "cancelled" and job.finished_at
-    assert not job.placements.filter(ended_at__isnull=True).exists()
     assert job.events.last().kind == "cancelled"
+
+
+def test_cancel_of_a_running_job_asks_its_pods_to_stop_first(users, jobs):
+    """Its GPUs stay held until a worker has stopped the pods (tests/workers/test_cancel_stops_first.py)."""
+    job = services.job_cancel(user=users["lead"], job=jobs["alpha_run"])
+    assert job.status == "running" and job.placements.filter(ended_at__isnull=True).exists()
+    assert job.events.last().kind == "cancel-requested"
+    assert job.actions.get(kind="preempt").payload["reason"] == "cancel"
+    again = services.job_cancel(user=users["lead"], job=job)  # a second click changes nothing
+    assert again.actions.count() == 1
 
 
 def test_reprioritise_changes_the_class_and_records_it(users, jobs):

@@ -153,7 +153,7 @@ def test_a_spot_reclaim_notice_checkpoints_when_it_can(cluster, workers, notice_
     assert_invariants(cluster, [job])
 
 
-def test_a_cancelled_job_has_its_pods_stopped_by_the_next_reconcile(cluster, workers):
+def test_a_cancelled_job_has_its_pods_stopped_before_its_gpus_are_freed(cluster, workers):
     from django.contrib.auth.models import User
 
     from portal.models import Membership
@@ -166,7 +166,8 @@ def test_a_cancelled_job_has_its_pods_stopped_by_the_next_reconcile(cluster, wor
     lead = User.objects.create_user("lead", password="x")
     Membership.objects.create(user=lead, team=job.team, role="lead")
     job_cancel(user=lead, job=job)
-    assert workers.run(tasks.reconcile)["orphans_stopped"] == 1
+    assert UsageInterval.objects.filter(job=job, ended_at__isnull=True).count() == 2  # held until the pods stop
+    finish_actions(workers)
     assert not [o for o in cluster.poll_observations() if o.status.value in ("Running", "Pending")
                 and not o.terminating]
     job.refresh_from_db()
