@@ -9,7 +9,7 @@ import hashlib
 import json
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from agents.backends.base import BindRequest, MigSlot
 
@@ -29,6 +29,8 @@ PODINFO_DIR = "/etc/tessera/podinfo"
 TOKEN_DIR = "/var/run/secrets/tessera/checkpoint-token"
 TOKEN_KEY = "token"
 GPU_RESOURCE = "nvidia.com/gpu"
+TESSERA_CONFIG_PREFIX = "tessera-"  # the mig-parted configs Tessera writes (agents/mig.py names them)
+MIG_CONFIGS_RECENT = 16
 GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -182,7 +184,7 @@ def mig_config_name(node_name: str, layouts: Mapping[int, Sequence[MigSlot]]) ->
         str(gpu): sorted((s.profile, s.start) for s in slots) for gpu, slots in layouts.items()
     }
     digest = hashlib.sha256(json.dumps([node_name, canonical], sort_keys=True).encode())
-    return f"tessera-{digest.hexdigest()[:12]}"
+    return f"{TESSERA_CONFIG_PREFIX}{digest.hexdigest()[:12]}"
 
 
 def config_map_manifest(name: str, namespace: str, data: Mapping[str, str]) -> dict:
@@ -192,12 +194,23 @@ def config_map_manifest(name: str, namespace: str, data: Mapping[str, str]) -> d
 
 
 def mig_parted_config_merge(document: dict | None, config_name: str,
-                            layouts: Mapping[int, Sequence[MigSlot]]) -> dict:
-    """`document` (a mig-parted config file, or None) with the entry for `config_name` added."""
+                            layouts: Mapping[int, Sequence[MigSlot]], keep: Collection[str] | None = None) -> dict:
+    """`document` (a mig-parted config file, or None) with the entry for `config_name` added.
+
+    With `keep` (the configs nodes name now), Tessera's own entries (`tessera-…`) beyond those and
+    the MIG_CONFIGS_RECENT newest are dropped: the newest cover a worker that published its config
+    but has not yet labelled its node. Entries are in the order they were added; entries of other
+    names are the cluster admin's and stay."""
     merged = {"version": "v1", "mig-configs": {}}
     merged.update(document or {})
-    merged["mig-configs"] = dict(merged.get("mig-configs") or {})
-    merged["mig-configs"].update(mig_parted_config(config_name, layouts)["mig-configs"])
+    configs = dict(merged.get("mig-configs") or {})
+    configs.pop(config_name, None)
+    configs.update(mig_parted_config(config_name, layouts)["mig-configs"])  # the newest, last
+    if keep is not None:
+        ours = [name for name in configs if name.startswith(TESSERA_CONFIG_PREFIX) and name not in keep]
+        for name in ours[:-MIG_CONFIGS_RECENT]:
+            del configs[name]
+    merged["mig-configs"] = configs
     return merged
 
 

@@ -247,26 +247,48 @@ class KubernetesBackend:
     # -- helpers ---------------------------------------------------------------------------
 
     def _publish_mig_config(self, config_name: str, layouts) -> None:
-        """Add the node's layout to mig-manager's config file before the label names it."""
+        """Add the node's layout to mig-manager's config file before the label names it, and drop
+        the Tessera entries no node names any more, so the file stays bounded by the node count
+        (it grew by one entry per change until the 1 MiB limit refused it). Optimistic: a write
+        raced by another worker's (409) is read and merged again."""
         namespace, name, key = (self.config.mig_parted_namespace, self.config.mig_parted_configmap,
                                 self.config.mig_parted_key)
-        try:
-            current = self.core.read_namespaced_config_map(name, namespace,
+        for _attempt in range(5):
+            current = self._read_config_map(namespace, name)
+            document = yaml.safe_load((current.data or {}).get(key, "")) if current is not None else None
+            if config_name in ((document or {}).get("mig-configs") or {}):
+                return
+            merged = m.mig_parted_config_merge(document, config_name, layouts, keep=self._mig_configs_in_use())
+            text = yaml.safe_dump(merged, sort_keys=False)  # in the order added: the newest last
+            try:
+                if current is None:
+                    body = m.config_map_manifest(name, namespace, {key: text})
+                    self.core.create_namespaced_config_map(namespace, body,
                                                            _request_timeout=self.config.request_timeout_s)
+                else:  # the resourceVersion makes the patch conditional: a raced write answers 409
+                    patch = {"metadata": {"resourceVersion": current.metadata.resource_version}, "data": {key: text}}
+                    self.core.patch_namespaced_config_map(name, namespace, patch, _content_type=MERGE_PATCH,
+                                                          _request_timeout=self.config.request_timeout_s)
+                return
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+        raise TransientBackendError(f"ConfigMap {namespace}/{name} kept changing under us")
+
+    def _read_config_map(self, namespace: str, name: str) -> Any:
+        try:
+            return self.core.read_namespaced_config_map(name, namespace, _request_timeout=self.config.request_timeout_s)
         except ApiException as exc:
             if exc.status != 404:
                 raise
-            current = None
-        document = yaml.safe_load((current.data or {}).get(key, "")) if current is not None else None
-        if config_name in ((document or {}).get("mig-configs") or {}):
-            return
-        text = yaml.safe_dump(m.mig_parted_config_merge(document, config_name, layouts), sort_keys=True)
-        if current is None:
-            body = m.config_map_manifest(name, namespace, {key: text})
-            self.core.create_namespaced_config_map(namespace, body, _request_timeout=self.config.request_timeout_s)
-        else:
-            self.core.patch_namespaced_config_map(name, namespace, {"data": {key: text}}, _content_type=MERGE_PATCH,
-                                                  _request_timeout=self.config.request_timeout_s)
+            return None
+
+    def _mig_configs_in_use(self) -> set[str]:
+        """The MIG configs the GPU nodes' labels name now (applied, or being applied)."""
+        nodes = self.core.list_node(label_selector=self.config.gpu_node_selector,
+                                    _request_timeout=self.config.request_timeout_s)
+        return {label for node in nodes.items
+                if (label := (node.metadata.labels or {}).get(self.config.mig_config_label))}
 
     def _read_pod(self, namespace: str, name: str) -> Any:
         try:

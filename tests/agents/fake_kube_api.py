@@ -6,8 +6,9 @@ subresource), secrets (create) and watch=true streams of pod events (chunked JSO
 after `compact()`). Tests drive the rest of the cluster (kubelet, mig-manager) through hooks:
 `set_node_labels`, `set_pod_phase`, `finish_deletion`. Hooks for what a real API server does
 that a plain store would not (docs/reference/kube-control-plane.md): admission refusals
-(`refuse_pods`), a restart that refuses connections (`down`, `up`), and a bound pod that stays
-`Pending` until its kubelet starts it.
+(`refuse_pods`), a restart that refuses connections (`down`, `up`), a bound pod that stays
+`Pending` until its kubelet starts it, deletions by the cluster (`evict`, `finish_deletion`), pods
+that cannot start (`wait_container`), the 1 MiB ConfigMap limit and resourceVersion preconditions.
 """
 
 from __future__ import annotations
@@ -38,6 +39,17 @@ def status_body(code: int, reason: str, message: str = "") -> dict:
     outcome = "Success" if code < 300 else "Failure"
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": outcome,
             "message": message, "reason": reason, "code": code}
+
+
+CONFIGMAP_LIMIT = 1024 * 1024  # bytes of data, as the API server validates it
+
+
+def _check_configmap_size(configmap: dict) -> None:
+    size = sum(len(k) + len(v.encode()) for k, v in (configmap.get("data") or {}).items())
+    if size > CONFIGMAP_LIMIT:
+        name = configmap["metadata"]["name"]
+        raise ApiError(422, "Invalid", f'ConfigMap "{name}" is invalid: []: Too long: must have at most '
+                                       f"{CONFIGMAP_LIMIT} bytes")
 
 
 def now() -> str:
@@ -258,12 +270,20 @@ class FakeKubeApi:
         name = body["metadata"]["name"]
         if (ns, name) in self.configmaps:
             raise ApiError(409, "AlreadyExists", f'configmaps "{name}" already exists')
+        _check_configmap_size(body)
         self.configmaps[(ns, name)] = self._stamp(copy.deepcopy(body))
         return 201, copy.deepcopy(self.configmaps[(ns, name)])
 
     def patch_configmap(self, query: dict, body: Any, ns: str, name: str) -> tuple[int, dict]:
-        self.get_configmap(query, None, ns, name)
-        return 200, copy.deepcopy(self._stamp(merge_patch(self.configmaps[(ns, name)], body)))
+        current = self.get_configmap(query, None, ns, name)[1]
+        wanted_version = (body.get("metadata") or {}).get("resourceVersion")
+        if wanted_version and wanted_version != current["metadata"]["resourceVersion"]:  # a precondition
+            raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on configmaps "{name}": the object '
+                                            "has been modified; please apply your changes to the latest version")
+        patched = merge_patch(copy.deepcopy(current), body)
+        _check_configmap_size(patched)
+        self.configmaps[(ns, name)] = self._stamp(patched)
+        return 200, copy.deepcopy(patched)
 
     def create_secret(self, query: dict, body: dict, ns: str) -> tuple[int, dict]:
         name = body["metadata"]["name"]

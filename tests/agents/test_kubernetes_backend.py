@@ -204,7 +204,45 @@ def test_repartition_publishes_the_node_wide_mig_parted_config_first(backend, cl
     cluster.set_node_labels("gpu-h100-01", {"nvidia.com/mig.config": None})
     backend.repartition(other)
     document = yaml.safe_load(cluster.configmaps[("gpu-operator", "tessera-mig-parted-config")]["data"]["config.yaml"])
-    assert set(document["mig-configs"]) == {name, "tessera-other"}  # earlier configs are kept
+    assert set(document["mig-configs"]) == {name, "tessera-other"}  # recent configs are kept
+
+
+def _layout(change):
+    profiles = ["1g.10gb", "2g.20gb", "3g.40gb"]
+    return tuple((gpu, (MigSlot(profiles[(change + gpu) % 3], 0), MigSlot("1g.10gb", 6))) for gpu in range(8))
+
+
+def test_the_mig_parted_config_stays_bounded_over_1500_repartitions():
+    """Each change added an entry, never removed, until the 1 MiB limit answered 422 (~1,100
+    changes of 8-GPU layouts). Kept now: what nodes name, the newest few and the admin's own."""
+    import yaml
+
+    document = {"version": "v1", "mig-configs": {"all-disabled": [{"devices": "all", "mig-enabled": False}]}}
+    labels = {"gpu-h100-01": None, "gpu-h100-02": None}
+    most = 0
+    for change in range(1500):
+        node = ("gpu-h100-01", "gpu-h100-02")[change % 2]
+        in_use = {name for name in labels.values() if name}
+        document = m.mig_parted_config_merge(document, f"tessera-{change}", dict(_layout(change)), keep=in_use)
+        labels[node] = f"tessera-{change}"  # then the backend labels the node
+        most = max(most, len(document["mig-configs"]))
+    names = list(document["mig-configs"])
+    assert names[0] == "all-disabled" and names[-2:] == ["tessera-1498", "tessera-1499"]
+    assert most <= 1 + m.MIG_CONFIGS_RECENT + 2
+    assert len(yaml.safe_dump(document, sort_keys=False)) < 64 * 1024  # the limit is 1 MiB
+
+
+def test_repartitions_through_the_api_prune_and_fit_the_limit(backend, cluster):
+    import yaml
+
+    cluster.add_node("gpu-h100-02", {"nvidia.com/gpu.present": "true"})
+    for change in range(40):
+        node = ("gpu-h100-01", "gpu-h100-02")[change % 2]
+        layout = _layout(change)
+        backend.repartition(RepartitionRequest(node, 0, layout[0][1], f"tessera-{change}", node_layout=layout))
+    document = yaml.safe_load(cluster.configmaps[("gpu-operator", "tessera-mig-parted-config")]["data"]["config.yaml"])
+    names = list(document["mig-configs"])
+    assert names[-1] == "tessera-39" and len(names) == m.MIG_CONFIGS_RECENT + 2  # the two nodes' own, the newest
 
 
 def test_repartition_reports_failure_and_times_out_cleanly(backend, cluster):
