@@ -16,7 +16,9 @@ from portal.models import Team
 from tests.ui.test_browser import _shoot, page  # noqa: F401 (the fixture)
 from ui.demo import demo_load
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+# serialized_rollback: the flush after this test must leave the database as test_ledger.py's serialized
+# transactional tests expect it (no content types recreated behind their backs).
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 
 
 def sign_in(page, username):  # noqa: F811
