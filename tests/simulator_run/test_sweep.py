@@ -7,7 +7,7 @@ import json
 import pytest
 
 from scheduling.simulator.run import main
-from scheduling.simulator.run.sweep import split_plan, strongest_baseline, summarise
+from scheduling.simulator.run.sweep import format_summary, split_plan, strongest_baseline, summarise
 
 
 def _r(family, seed, policy, util, goodput=1.0, wait=0.0):
@@ -50,3 +50,12 @@ def test_a_tiny_sweep_through_the_cli(tmp_path, capsys):
     assert [(r["family"], r["seed"], r["policy"]) for r in doc["runs"]] == [
         ("light", 1, "tessera"), ("light", 1, "k8s-default")]
     assert doc["families"]["light"]["shape"]["gpus"] == 24 and doc["split"] == "reporting"
+
+
+def test_a_failed_run_is_reported_not_summarised():
+    results = [_r("mixed", 1, "a", 0.8), _r("mixed", 1, "b", 0.7),
+               {"family": "mixed", "seed": 2, "policy": "a", "error": "RuntimeError: boom"}]
+    s = summarise(results, ["a", "b"])
+    assert s["errors"] == [results[2]]
+    assert s["families"]["mixed"]["a"]["gpu_utilization"] == {"median": 0.8, "worst": 0.8}
+    assert "FAILED mixed/2/a: RuntimeError: boom" in format_summary(s, ["a", "b"])

@@ -63,7 +63,10 @@ def run_task(task: Task) -> dict:
         cluster_path, jobs_path = generate("mixed", task.shape, task.seed, Path(folder))
         spec = load_cluster(cluster_path)
         jobs = load_jobs(jobs_path, {t.name for t in spec.teams})
-    result, _ = run_policy(spec, jobs, task.policy, task.seed, task.knobs)
+    try:
+        result, _ = run_policy(spec, jobs, task.policy, task.seed, task.knobs)
+    except Exception as exc:  # one broken run must not cost the sweep; it is reported
+        result = {"error": f"{type(exc).__name__}: {exc}"}
     return {"family": task.family, "seed": task.seed, "policy": task.policy, **result}
 
 
@@ -93,8 +96,9 @@ def value(result: dict, key: str, sub: str | None) -> float | None:
 def summarise(results: list[dict], policies: list[str]) -> dict:
     """Per family (and over all): per policy and metric, median and worst over the seeds; win/tie/
     loss of every policy against every other on net utilisation, scenario by scenario."""
+    out: dict = {"families": {}, "wins": {}, "errors": [r for r in results if "error" in r]}
+    results = [r for r in results if "error" not in r]
     families = list(dict.fromkeys(r["family"] for r in results))
-    out: dict = {"families": {}, "wins": {}}
     for scope in families + ["all"]:
         rows = [r for r in results if scope == "all" or r["family"] == scope]
         table = {}
@@ -153,6 +157,8 @@ def format_summary(summary: dict, policies: list[str]) -> str:
     for a in policies:
         cells = ["-" if a == b else "/".join(map(str, summary["wins"][a][b])) for b in policies]
         lines.append(a.ljust(18) + "".join(c.rjust(width) for c in cells))
+    for r in summary["errors"]:
+        lines.append(f"FAILED {r['family']}/{r['seed']}/{r['policy']}: {r['error']}")
     return "\n".join(lines)
 
 
