@@ -353,6 +353,8 @@ def _preempt_release(action, backend, job, now) -> None:
     reason = RELEASE_REASONS[_reason(action)]
     message = "Its pods stopped; cancelled." if reason == "cancelled" else \
         f"Stopped and requeued; resumes from {job.progress_s:.0f} s of saved work."
+    if _reason(action) == PreemptReason.SPOT_RECLAIM:  # nothing runs once the provider took the node
+        now = min(now, datetime.fromtimestamp(action.payload["deadline"], tz=UTC))
     job_release(job_id=job.pk, at=now, reason=reason, progress_s=job.progress_s, message=message)
     _finish(action, CONFIRMED)
 

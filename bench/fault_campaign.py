@@ -445,6 +445,8 @@ class Campaign:
             found = [v for v in check(self.sim, self.job_ids) if v not in self.seen]  # each one once
             self.seen.update(found)
             self.report.violations += [f"#{number} {kind}: {v}" for v in found]
+            for violation in found if progress else ():
+                print(f"violation after fault #{number} ({kind}): {violation}", flush=True)
             if progress and number % 25 == 0:
                 print(f"{number} faults, {len(self.report.violations)} violations, "
                       f"{time.monotonic() - started:.0f} s", flush=True)
@@ -591,6 +593,7 @@ def main() -> int:
     parser.add_argument("--kinds", default=",".join(FAULTS), help="a comma-separated subset of: " + ", ".join(FAULTS))
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the workers and Redis on the way out
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tessera.settings")
     os.environ.setdefault("SECRET_KEY", "fault-campaign-secret-key-not-for-production-0123456789")
     import django
