@@ -31,7 +31,8 @@ class BusinessUnitAdmin(admin.ModelAdmin):
 
 @admin.register(Team)
 class TeamAdmin(admin.ModelAdmin):
-    list_display = ["name", "business_unit", "guaranteed_gpus", "burst_limit_gpus", "weight"]
+    list_display = ["name", "business_unit", "guaranteed_gpus", "burst_limit_gpus", "weight", "max_waiting_jobs",
+                    "max_submits_per_minute"]
     list_filter = ["business_unit"]
     search_fields = ["name", "business_unit__name"]
     list_select_related = ["business_unit"]

@@ -42,6 +42,13 @@ class Team(models.Model):
     allowed_priority_classes = models.ManyToManyField(
         "scheduling.PriorityClass", blank=True, related_name="teams",
         help_text="Priority classes the team's leads may use; members get the non-production ones.")
+    # One member must not stall scheduling for everyone (issue 15): a cycle's cost grows with the queue.
+    max_waiting_jobs = models.PositiveIntegerField(
+        default=1000, validators=[MinValueValidator(1)],
+        help_text="Most jobs the team may have waiting; a submit beyond it is refused until some start or end.")
+    max_submits_per_minute = models.PositiveIntegerField(
+        default=120, validators=[MinValueValidator(1)],
+        help_text="Most jobs the team's members may submit in any 60 seconds, all together.")
 
     class Meta:
         ordering = ["name"]

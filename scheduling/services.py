@@ -11,9 +11,10 @@ transaction (scheduling sits below billing in the layer order and never imports 
 
 from __future__ import annotations
 
+import math
 import shlex
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -49,6 +50,29 @@ RELEASE_STATUSES = {
     "failed": Job.Status.FAILED,
     "cancelled": Job.Status.CANCELLED,
 }
+
+
+class TooManySubmits(Exception):
+    """The team's submissions-per-minute limit is reached; a slot frees in `retry_after_s`."""
+
+    def __init__(self, team, retry_after_s: int):
+        self.retry_after_s = retry_after_s
+        super().__init__(f"Team {team} has submitted {team.max_submits_per_minute} jobs in the last minute, its "
+                         f"limit; try again in {retry_after_s} s. A portal admin can raise the team's limit.")
+
+
+def _submit_limits_check(team, now: datetime) -> None:
+    """The team's limits on waiting jobs (a 400) and submissions per minute (TooManySubmits, a 429)."""
+    waiting = Job.objects.filter(team=team, status__in=Job.WAITING_STATUSES).count()
+    if waiting >= team.max_waiting_jobs:
+        raise ValidationError({"team": f"Team {team} already has {waiting} jobs waiting, its limit of "
+                                       f"{team.max_waiting_jobs}; submit again once some have started or been "
+                                       f"cancelled. A portal admin can raise the team's limit."})
+    window = timedelta(seconds=60)
+    recent = list(Job.objects.filter(team=team, submitted_at__gt=now - window).order_by("-submitted_at")
+                  .values_list("submitted_at", flat=True)[:team.max_submits_per_minute])
+    if len(recent) >= team.max_submits_per_minute:
+        raise TooManySubmits(team, max(1, math.ceil((recent[-1] + window - now).total_seconds())))
 
 
 class StateConflict(ValidationError):
@@ -200,6 +224,7 @@ def job_submit(*, user, team, name: str, kind: str, priority_class: str, gpus: i
         raise ValidationError(errors)
     # The team's row lock serialises its submits: two at once would read one Max and share a position.
     Team.objects.select_for_update().filter(pk=team.pk).exists()
+    _submit_limits_check(team, timezone.now())  # under the lock, so simultaneous submits cannot pass it together
     last = Job.objects.filter(team=team, status__in=Job.WAITING_STATUSES).aggregate(m=Max("queue_order"))["m"]
     job = Job.objects.create(
         team=team, project=_project(team, project), submitted_by=user, name=name, kind=kind,

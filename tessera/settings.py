@@ -204,6 +204,8 @@ TESSERA_CHECKPOINT_URL = env_http_url("TESSERA_CHECKPOINT_URL",
                                       "http://tessera-portal.tessera-system.svc/api/v1/checkpoints/")
 # Prometheus presents it as a bearer token to scrape /metrics (tessera/metrics.py).
 TESSERA_METRICS_TOKEN = env_token("TESSERA_METRICS_TOKEN")
+# Each user's API requests per minute (portal/api_input.py); teams' submit limits are on the team.
+TESSERA_API_REQUESTS_PER_MINUTE = env_int("TESSERA_API_REQUESTS_PER_MINUTE", 600, minimum=1)
 TESSERA_ACTION_POLL_S = env_int("TESSERA_ACTION_POLL_S", 2, minimum=1)  # re-look at a waiting action
 CELERY_BEAT_SCHEDULE = {
     "poll-agents": {"task": "agents.poll_agents", "schedule": float(TESSERA_POLL_INTERVAL_S)},
@@ -226,6 +228,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["portal.api_input.JSONParser", "rest_framework.parsers.FormParser",
                                "rest_framework.parsers.MultiPartParser"],
     "DEFAULT_FILTER_BACKENDS": ["portal.api_input.FilterBackend"],
+    "DEFAULT_THROTTLE_CLASSES": ["portal.api_input.RequestRate"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

@@ -74,16 +74,19 @@ def job_new(request):
     form = JobSubmitForm(request.POST or None, initial={"team": team.name}, **choices)
     status = 200
     if request.method == "POST":
+        status = 400
         if form.is_valid():
             data = dict(form.cleaned_data, team=team, project=form.cleaned_data["project"] or None)
             try:
                 job = services.job_submit(user=request.user, **data)
             except ValidationError as error:
                 form.add_error(None, error)
+            except services.TooManySubmits as limit:
+                form.add_error(None, str(limit))
+                status = 429
             else:
                 messages.success(request, f"Submitted job #{job.pk} {job.name}.")
                 return redirect("ui:job_detail", pk=job.pk)
-        status = 400
     return render(request, "ui/job_new.html",
                   {"form": form, "team": team, "sizing_form": SizingForm(initial={"params_billion": 7})},
                   status=status)

@@ -57,3 +57,10 @@ def test_the_form_pins_one_model_or_several(clients, jobs):
     assert response.status_code == 302
     job = jobs["bob_wait"].__class__.objects.get(name="pinned")
     assert job.gpu_models == "A100-40GB|H100-80GB"
+
+
+def test_the_token_endpoint_refuses_unknown_fields(db):
+    from django.test import Client
+    body = {"username": "nobody", "password": "x", "name": "ci", "scope": "admin"}
+    response = Client().post(reverse("api:token"), body, content_type="application/json")
+    assert response.status_code == 400 and list(response.json()) == ["scope"]

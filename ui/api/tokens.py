@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from portal import tokens
+from portal.api_input import StrictSerializer
 from ui.api.auth import ApiTokenAuthentication
 
 
@@ -27,7 +28,7 @@ class ApiTokenScheme(OpenApiAuthenticationExtension):
                                "or with POST /api/v1/token/."}
 
 
-class TokenRequest(serializers.Serializer):
+class TokenRequest(StrictSerializer):
     username = serializers.CharField(max_length=150)
     password = serializers.CharField(max_length=4096, style={"input_type": "password"}, trim_whitespace=False)
     name = serializers.CharField(max_length=100, default="api", help_text="What the token is for.")

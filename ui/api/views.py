@@ -56,7 +56,12 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
         page = self.paginator.paginate_rows(self.filter_queryset(self.get_queryset()), s.JOB_ROW, request, self)
         return self.get_paginated_response(page)
 
-    @extend_schema(request=s.JobSubmitSerializer, responses={201: s.JobSerializer})
+    @extend_schema(request=s.JobSubmitSerializer, responses={
+        201: s.JobSerializer,
+        400: OpenApiResponse(description="A field is wrong (the body names it), or the team has as many jobs waiting "
+                                         "as its limit allows."),
+        429: OpenApiResponse(description="The team's submissions per minute, or your API requests per minute, are "
+                                         "at their limit; Retry-After says when to try again.")})
     def create(self, request, *args, **kwargs):
         incoming = s.JobSubmitSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
@@ -64,7 +69,10 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
         team = selectors.teams_visible_to(request.user).filter(name=data.pop("team")).first()
         if team is None:
             raise exceptions.ValidationError({"team": ["No such team, or not yours."]})
-        job = _call(services.job_submit, user=request.user, team=team, **data)
+        try:
+            job = _call(services.job_submit, user=request.user, team=team, **data)
+        except services.TooManySubmits as limit:
+            raise exceptions.Throttled(wait=limit.retry_after_s, detail=str(limit)) from limit
         return Response(s.JobSerializer(selectors.job_get(request.user, job.pk)).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=s.NoFieldsSerializer, responses=s.JobSerializer)
