@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('portal', '0005_api_tokens'),
+        ('portal', '0006_project_cost_code_required'),
     ]
 
     operations = [
