@@ -90,8 +90,9 @@ register(Policy(
     Leaves out: gangs (a job's pods are placed one by one and may hold GPUs while others wait),
     MIG and sharing, topology-aware placement, PodDisruptionBudgets (none in the workload), the
     scheduler's percentageOfNodesToScore sampling (it scores every node), and
-    nominatedNodeName (freed GPUs go to the highest class waiting at the next cycle, which
-    is what the nomination protects in practice).""",
+    nominatedNodeName: GPUs one victim frees are not held for a preemptor still waiting for
+    its other victims, so a lower class can take them back (kube-scheduler prevents this; it
+    costs the baselines, see docs/reference/baselines.md).""",
 ))
 
 KUEUE = register(Policy(
