@@ -19,13 +19,14 @@ def backend() -> Backend:
     if settings.TESSERA_BACKEND == "kubernetes":
         from kubernetes import config
 
-        from agents.backends.kubernetes import KubernetesBackend
+        from agents.backends.kubernetes import KubernetesBackend, KubernetesConfig
 
         if settings.TESSERA_KUBECONFIG:  # workers outside the cluster (and the real-cluster tests)
             config.load_kube_config(config_file=settings.TESSERA_KUBECONFIG)
         else:
             config.load_incluster_config()
-        return KubernetesBackend()
+        namespaces = frozenset(settings.TESSERA_NAMESPACES) or None
+        return KubernetesBackend(KubernetesConfig(namespaces=namespaces))
     return simulated_backend()
 
 

@@ -194,6 +194,8 @@ TESSERA_SIMULATED_STATE = env_str("TESSERA_SIMULATED_STATE", str(VAR_DIR / "simu
 TESSERA_AGENT_TOKEN_FILE = env_str("TESSERA_AGENT_TOKEN_FILE", "")
 # The kubernetes backend: a kubeconfig file (workers outside the cluster), else the pod's ServiceAccount.
 TESSERA_KUBECONFIG = env_str("TESSERA_KUBECONFIG", "")
+# The kubernetes backend: the teams' namespaces it may create pods in; empty: any but the cluster's own.
+TESSERA_NAMESPACES = env_list("TESSERA_NAMESPACES", [])
 TESSERA_POLL_INTERVAL_S = env_int("TESSERA_POLL_INTERVAL_S", 15, minimum=1)
 TESSERA_CYCLE_INTERVAL_S = env_int("TESSERA_CYCLE_INTERVAL_S", 5, minimum=1)
 TESSERA_LOST_AFTER_MISSED = env_int("TESSERA_LOST_AFTER_MISSED", 3, minimum=1)  # heartbeats

@@ -61,6 +61,13 @@ class KubernetesConfig:
     mig_parted_configmap: str = "tessera-mig-parted-config"
     mig_parted_key: str = "config.yaml"
     request_timeout_s: float = 30.0
+    # The namespaces job pods may go to (the teams'); None: any but the cluster's own.
+    namespaces: frozenset[str] | None = None
+
+
+# Never a job's namespace, whatever a team is called: the cluster's own and Tessera's.
+SYSTEM_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease", "default", "tessera-system",
+                               "gpu-operator", "nvidia-gpu-operator"})
 
 
 RETRYABLE_STATUSES = {429, 500, 502, 503, 504}
@@ -324,6 +331,9 @@ class KubernetesBackend:
                 raise
 
     def _require_namespace(self, namespace: str) -> None:
+        allowed = self.config.namespaces
+        if namespace in SYSTEM_NAMESPACES or (allowed is not None and namespace not in allowed):
+            raise Refused(f"namespace {namespace!r} is not one Tessera may place pods in")
         try:
             self.core.read_namespace(namespace, _request_timeout=self.config.request_timeout_s)
         except ApiException as exc:

@@ -104,3 +104,24 @@ def test_a_bind_while_the_api_server_restarts_is_retried_and_nothing_is_lost(bac
     kube.up()
     assert actions.action_advance(action_id=bind.pk, backend=backend) == "confirmed"
     assert kube.pod(world.team.name, bind.payload["pod_name"])["spec"]["nodeName"] == world.node.name
+
+
+@pytest.mark.parametrize("namespace", ["kube-system", "kube-public", "default"])
+def test_a_system_namespace_is_never_a_jobs(backend, cluster, namespace):
+    cluster.add_namespace(namespace)
+    with pytest.raises(Refused, match="not one Tessera may place pods in"):
+        backend.bind(_bind(namespace=namespace))
+    assert cluster.pod(namespace, "job-42-0") is None and not [r for r in cluster.requests if r[0] == "POST"]
+
+
+def test_only_the_allowed_namespaces_get_pods(kube, cluster):
+    from kubernetes import client
+
+    from agents.backends.kubernetes import KubernetesBackend, KubernetesConfig
+
+    cluster.add_namespace("team-audio")
+    with client.ApiClient(client.Configuration(host=kube.url)) as api_client:
+        allowed = KubernetesBackend(KubernetesConfig(api_client=api_client, namespaces=frozenset({"team-vision"})))
+        with pytest.raises(Refused):
+            allowed.bind(_bind(namespace="team-audio"))
+        assert allowed.bind(_bind()).value == "done"
