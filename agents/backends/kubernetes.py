@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -73,6 +74,7 @@ SYSTEM_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease", 
 RETRYABLE_STATUSES = {429, 500, 502, 503, 504}
 # Refusals a retry cannot mend: validation (400, 422) and admission or authorization (403).
 REFUSED_STATUSES = {400, 403, 422}
+RBAC_DENIAL = re.compile(r'User "[^"]*" cannot ')
 
 
 def cluster_words(exc: ApiException) -> str:
@@ -94,6 +96,10 @@ def api_errors():
     except ApiException as exc:
         if exc.status in RETRYABLE_STATUSES:
             raise TransientBackendError(f"Kubernetes API answered {exc.status}: {exc.reason}") from exc
+        if exc.status == 403 and RBAC_DENIAL.search(cluster_words(exc)):
+            # Tessera's own rights, not the job: a restarting server denies until its RBAC cache has
+            # synced (seen on the real one), and a wrong deploy/ needs the operator. Retried, logged.
+            raise TransientBackendError(f"Kubernetes API denied Tessera: {cluster_words(exc)}") from exc
         if exc.status in REFUSED_STATUSES:
             raise Refused(cluster_words(exc)) from exc
         raise

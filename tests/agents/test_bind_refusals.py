@@ -36,6 +36,14 @@ def test_an_admission_refusal_is_refused_in_the_clusters_words(backend, cluster,
     assert str(refused.value) == words.format(pod="job-42-0")
 
 
+def test_an_rbac_denial_of_tesseras_own_rights_is_retried_not_blamed_on_the_job(backend, cluster):
+    """A restarting API server denies until its RBAC cache has synced (seen on the real one)."""
+    cluster.refuse_pods('pods "job-42-0" is forbidden: User "system:serviceaccount:tessera-system:tessera-backend" '
+                        'cannot create resource "pods" in API group "" in the namespace "team-vision"')
+    with pytest.raises(TransientBackendError, match="denied Tessera"):
+        backend.bind(_bind())
+
+
 def test_an_api_server_that_refuses_connections_is_transient_and_then_answers(backend, cluster):
     cluster.down()
     with pytest.raises(TransientBackendError):

@@ -103,7 +103,11 @@ def test_an_api_server_restarted_mid_cycle_is_retried_and_nothing_is_lost(gpu_cl
         kube_workers.run(tasks.resume_actions)
         return False
 
-    wait_for(bound, what="bind confirmed after the restart", timeout=120, every=2.0)
+    try:
+        wait_for(bound, what="bind confirmed after the restart", timeout=120, every=2.0)
+    except AssertionError as late:
+        binds = ActionRequest.objects.filter(job=job, kind="bind").values_list("state", "attempts", "last_error")
+        raise AssertionError(f"{late}: {list(binds)}") from late
     core = client.CoreV1Api(kube_admin)
     wait_for(lambda: any(p.status.phase == "Succeeded" for p in core.list_namespaced_pod(
         TEAM, label_selector=f"tessera.io/job-id={job.pk}").items), what="pod succeeded", timeout=60)
