@@ -34,6 +34,7 @@ def cycle_fields(report: CycleReport) -> dict:
         "repartitions": len(plan.repartitions),
         "pending": len(plan.pending),
         "pending_by_reason": dict(sorted(Counter(info.reason for info in plan.pending.values()).items())),
+        "faulty_gpus": {gpu: list(errors) for gpu, errors in sorted(plan.faulty_gpus.items())},
     }
 
 
@@ -44,6 +45,9 @@ def cycle_finished(report: CycleReport) -> None:
                    fields["policy"], fields["binds"], fields["preemptions"], fields["reclaims"],
                    fields["repartitions"], fields["pending"], f" ({reasons})" if reasons else "",
                    fields["duration_s"] * 1000, extra=fields)
+    for gpu, errors in fields["faulty_gpus"].items():
+        cycle_log.warning("GPU %s takes no work until its MIG layout is fixed in the admin: %s", gpu,
+                          "; ".join(errors), extra={"event": "faulty_gpu", "gpu": gpu, "errors": errors})
     metrics.cycle_recorded(fields)
 
 

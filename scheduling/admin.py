@@ -1,6 +1,9 @@
 from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
 from django.db.models import Count
+from django.forms.models import BaseInlineFormSet
 
+from scheduling.engine import mig
 from scheduling.models import (
     ActionRequest,
     CapacityTier,
@@ -48,6 +51,11 @@ class NodeAdmin(admin.ModelAdmin):
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(_gpu_count=Count("gpus"))
 
+    def get_changeform_initial_data(self, request):
+        # A node typed in here takes no work until its agent reports (or someone marks it ready):
+        # one added as ready used to collect placements its missing agent could never run.
+        return {"state": Node.State.JOINING, **super().get_changeform_initial_data(request)}
+
     @admin.display(ordering="_gpu_count", description="GPUs")
     def gpu_count(self, obj):
         return obj._gpu_count
@@ -63,9 +71,30 @@ class NodeAdmin(admin.ModelAdmin):
         self.message_user(request, f"{changed} node(s) ready.", messages.SUCCESS)
 
 
+MIG_DERIVED = ["size_slots", "compute_slices", "memory_gb", "gpu_fraction"]  # from the geometry (clean())
+
+
+class MigLayoutFormSet(BaseInlineFormSet):
+    """Each row is checked alone by MigInstance.clean(); this checks the rows of one save together
+    (two new slices may overlap each other)."""
+
+    def clean(self) -> None:
+        super().clean()
+        geometry = mig.geometry_for(self.instance.model) if self.instance.pk else None
+        if geometry is None:
+            return
+        layout = [(form.cleaned_data["profile"], form.cleaned_data["start_slot"]) for form in self.forms
+                  if form.cleaned_data and not form.cleaned_data.get("DELETE")]
+        errors = mig.layout_errors(geometry, layout)
+        if errors:
+            raise ValidationError([f"{error}." for error in errors])
+
+
 class MigInstanceInline(admin.TabularInline):
     model = MigInstance
+    formset = MigLayoutFormSet
     extra = 0
+    readonly_fields = MIG_DERIVED
 
 
 @admin.register(Gpu)
@@ -81,6 +110,7 @@ class GpuAdmin(admin.ModelAdmin):
 @admin.register(MigInstance)
 class MigInstanceAdmin(admin.ModelAdmin):
     list_display = ["gpu", "profile", "start_slot", "size_slots", "compute_slices", "memory_gb"]
+    readonly_fields = MIG_DERIVED
     list_filter = ["profile", "gpu__model"]
     search_fields = ["gpu__node__name", "gpu__uuid", "profile"]
     list_select_related = ["gpu__node"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from decimal import ROUND_HALF_UP, Decimal
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import F, Q
@@ -68,6 +69,7 @@ class Node(models.Model):
         PCIE = "pcie", "PCIe only"
 
     class State(models.TextChoices):
+        JOINING = "joining", "Joining (waiting for its agent's first report)"
         READY = "ready", "Ready"
         DRAINING = "draining", "Draining"
         LOST = "lost", "Lost"
@@ -89,7 +91,8 @@ class Node(models.Model):
     class Meta:
         ordering = ["name"]
         constraints = [
-            models.CheckConstraint(condition=Q(state__in=["ready", "draining", "lost"]), name="node_state_valid"),
+            models.CheckConstraint(condition=Q(state__in=["joining", "ready", "draining", "lost"]),
+                                   name="node_state_valid"),
             models.CheckConstraint(condition=Q(interconnect__in=["nvswitch", "nvlink-pairs", "pcie"]),
                                    name="node_interconnect_valid"),
             models.CheckConstraint(condition=Q(cpu_cores__gte=1) & Q(memory_gb__gte=1),
@@ -161,6 +164,28 @@ class MigInstance(models.Model):
 
     def __str__(self) -> str:
         return f"{self.gpu} {self.profile}@{self.start_slot}"
+
+    def clean(self) -> None:
+        """Checked against the GPU model's MIG geometry (a made-up profile or an overlap used to stop
+        every cycle); the derived fields are filled from the geometry, never typed."""
+        super().clean()
+        if self.gpu_id is None or self.start_slot is None:
+            return
+        try:
+            derived = MigInstance.for_profile(self.gpu, self.profile, self.start_slot)
+        except ValueError as exc:
+            raise ValidationError({"profile": str(exc)}) from exc
+        except KeyError:
+            geometry = mig.geometry_for(self.gpu.model)
+            names = ", ".join(p.name for p in geometry.profiles) if geometry else ""
+            raise ValidationError({"profile": f"{self.profile!r} is not a MIG profile of {self.gpu.model}; "
+                                              f"it offers {names}."}) from None
+        others = self.gpu.mig_instances.exclude(pk=self.pk).values_list("profile", "start_slot")
+        errors = mig.layout_errors(mig.geometry_for(self.gpu.model), [*others, (derived.profile, self.start_slot)])
+        if errors:
+            raise ValidationError({"start_slot": [f"{error}." for error in errors]})
+        for name in ("profile", "size_slots", "compute_slices", "memory_gb", "gpu_fraction"):
+            setattr(self, name, getattr(derived, name))
 
     @classmethod
     def for_profile(cls, gpu: Gpu, profile: str, start_slot: int) -> MigInstance:

@@ -68,4 +68,5 @@ def schedule(snapshot: Snapshot, config: str | Policy = "tessera") -> Plan:
     timings["total"] = time.perf_counter() - started
     return Plan(policy=policy.name, binds=tuple(session.binds),
                 preemptions=tuple(session.preemptions),
-                repartitions=tuple(session.repartitions), pending=pending, timings=timings)
+                repartitions=tuple(session.repartitions), pending=pending, timings=timings,
+                faulty_gpus=session.faulty_gpus())

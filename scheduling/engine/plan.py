@@ -91,6 +91,8 @@ class Plan:
     repartitions: tuple[Repartition, ...] = ()
     pending: dict[str, PendingInfo] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    # "node/index" -> why its MIG layout is invalid: those GPUs took no work this cycle.
+    faulty_gpus: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def actions(self) -> tuple:

@@ -110,6 +110,10 @@ class Session:
 
     # --- lookups ----------------------------------------------------------------------------
 
+    def faulty_gpus(self) -> dict[str, tuple[str, ...]]:
+        return {f"{node.name}/{gpu.index}": gpu.layout_errors
+                for node in self.nodes.values() for gpu in node.gpus if gpu.layout_errors}
+
     def gpu(self, node: str, index: int) -> GpuState:
         gpus = self.nodes[node].gpus
         if index < len(gpus) and gpus[index].index == index:
@@ -171,7 +175,9 @@ class Session:
         self.reindex_node(node)
 
     def _take(self, gpu: GpuState, member: Member, alloc: Allocation) -> None:
-        if alloc.mig_profile is not None and alloc.mig_start is not None:
+        if gpu.layout_errors:  # a member still running on a GPU with a bad layout holds all of it
+            gpu.whole_job = member.job_id
+        elif alloc.mig_profile is not None and alloc.mig_start is not None:
             inst = gpu.instances.get(alloc.mig_start)
             if inst is None:
                 gpu.add_instance(gpu.mig_geometry.resolve(alloc.mig_profile), alloc.mig_start,
@@ -185,7 +191,9 @@ class Session:
             gpu.mem_used += alloc.memory_gb
 
     def _give_back(self, gpu: GpuState, member: Member, alloc: Allocation, undo: bool) -> None:
-        if alloc.mig_profile is not None and alloc.mig_start is not None:
+        if gpu.layout_errors:
+            gpu.whole_job = None
+        elif alloc.mig_profile is not None and alloc.mig_start is not None:
             inst = gpu.instances.get(alloc.mig_start)
             if inst is None:
                 return

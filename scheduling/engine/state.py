@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .mig import MigGeometry, MigProfile, geometry_for
+from .mig import MigGeometry, MigProfile, geometry_for, layout_errors
 from .types import NODE_READY, Allocation, Gpu, Job, Node
 
 GpuKey = tuple[str, int]  # (node name, GPU index)
@@ -20,7 +20,7 @@ class GpuState:
     __slots__ = ("node", "gpu", "index", "key", "geometry", "memory_gb", "mig_enabled",
                  "instances", "used_mask", "compute_used", "whole_job", "shares", "milli_used",
                  "mem_used", "settling", "changed_at", "healthy", "index_keys", "busy", "outer",
-                 "reserved")
+                 "reserved", "layout_errors")
 
     def __init__(self, node: NodeState, gpu: Gpu, geometry: MigGeometry | None):
         self.node = node
@@ -44,7 +44,15 @@ class GpuState:
         self.index_keys: dict[str, Any] = {}  # where the session's indexes file it (session._move)
         self.busy = 0  # MIG instances in use
         self.reserved: str | None = None  # holder of a reservation masking it (reservations.py)
+        self.layout_errors: tuple[str, ...] = ()
         if self.mig_enabled:
+            layout = [(inst.profile, inst.start) for inst in gpu.mig_instances]
+            self.layout_errors = tuple(layout_errors(self.mig_geometry, layout))
+        if self.layout_errors:
+            # One bad row (a typo in the admin, an overlap) must not stop the cycle for every
+            # GPU: this one takes no work and is reported in the plan until its layout is fixed.
+            self.healthy = False
+        elif self.mig_enabled:
             for inst in gpu.mig_instances:
                 self.add_instance(self.mig_geometry.resolve(inst.profile), inst.start)
                 if inst.job_id is not None:  # held even if no running member says so
@@ -105,6 +113,8 @@ class GpuState:
     def units(self, allocation: Allocation) -> float:
         """GPU units an allocation counts for in quotas (MIG: compute slices / 7 or / 4)."""
         if allocation.mig_profile is not None:
+            if self.layout_errors:  # its profile may not resolve: count the whole faulty GPU
+                return 1.0
             return _mig_units(self.mig_geometry, allocation.mig_profile)
         milli = allocation.milli
         return 1.0 if milli >= 1000 else milli / 1000
