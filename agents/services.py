@@ -71,8 +71,9 @@ def agents_poll(*, backend: Backend, telemetry: Telemetry, now: datetime | None 
 @transaction.atomic
 def node_heartbeat(*, node: Node, reading: NodeReading | None, at: datetime) -> None:
     Node.objects.filter(pk=node.pk).update(last_heartbeat=at)
-    # A lost node that answers again is usable again; its old jobs were requeued when it was lost.
-    Node.objects.filter(pk=node.pk, state=Node.State.LOST).update(state=Node.State.READY)
+    # A new node's first report makes it usable, as does a lost node answering again (its old jobs
+    # were requeued when it was lost).
+    Node.objects.filter(pk=node.pk, state__in=[Node.State.JOINING, Node.State.LOST]).update(state=Node.State.READY)
     if reading is None:
         return
     gpus = {gpu.index: gpu for gpu in Gpu.objects.filter(node=node)}

@@ -3,9 +3,12 @@
 from decimal import Decimal
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
-from django.db.models import F, Q
+from django.db.models import F, Q, Sum
+
+from portal.capacity import cluster_gpus
 
 FINANCE_GROUP = "Finance"
 
@@ -14,6 +17,11 @@ namespace_validator = RegexValidator(
     r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
     "Use lowercase letters, digits and '-', starting and ending with a letter or digit (max 63).",
 )
+
+
+def units(amount: Decimal | int) -> str:
+    """GPU units as people write them: 16, 0.5, 2.25 (never 16.000 or 5E+2)."""
+    return f"{Decimal(amount).normalize():f}"
 
 
 class BusinessUnit(models.Model):
@@ -61,6 +69,25 @@ class Team(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        """Quotas a person can act on: plain words instead of a constraint name, and no guarantee
+        the cluster cannot honour (a 500-GPU guarantee on 72 GPUs used to be accepted silently)."""
+        super().clean()
+        guaranteed, burst = self.guaranteed_gpus, self.burst_limit_gpus
+        if guaranteed is None or burst is None:
+            return
+        if burst < guaranteed:
+            raise ValidationError({"burst_limit_gpus": (
+                f"The burst limit ({units(burst)}) must be at least the guarantee ({units(guaranteed)}): a team can "
+                "always hold what it is guaranteed.")})
+        capacity = cluster_gpus()
+        others = Team.objects.exclude(pk=self.pk).aggregate(total=Sum("guaranteed_gpus"))["total"] or 0
+        if capacity is not None and guaranteed and others + guaranteed > capacity:
+            raise ValidationError({"guaranteed_gpus": (
+                f"Guarantees would total {units(others + guaranteed)} GPUs but the cluster has {units(capacity)}; "
+                f"other teams hold {units(others)}, so this team can be guaranteed at most "
+                f"{units(max(capacity - others, 0))}.")})
 
     @property
     def namespace(self) -> str:

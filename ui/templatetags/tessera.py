@@ -3,6 +3,7 @@
 from django import template
 
 from portal import access
+from portal.models import units
 
 register = template.Library()
 
@@ -25,6 +26,12 @@ def tessera_nav(context) -> dict:
         "submits": user.is_staff or any(role in access.SUBMITS for role in roles.values()),
         "finance": user.is_staff or access.is_finance(user),
     }
+
+
+@register.filter(name="units")
+def units_filter(amount) -> str:
+    """GPU units as people write them (16, not 16.000)."""
+    return units(amount)
 
 
 @register.filter
