@@ -67,7 +67,12 @@ def job_add(name, *, gpus=2, runtime_s=600, interval_s=None, model="", progress_
                               gpu_models=model, progress_s=progress_s, image=image)
 
 
-def wait_for(condition, timeout=20.0, every=0.2, what="condition"):
+# Bounds on hanging, never performance claims: with eight suites on two cores a worker took more
+# than 30 s to answer, and a test that timed out then said nothing about the code under test.
+PATIENCE_S = 180
+
+
+def wait_for(condition, timeout=PATIENCE_S, every=0.2, what="condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = condition()
@@ -98,10 +103,10 @@ class Workers:
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for n in range(count)]
         self.processes += started
         for _ in started:  # each answers one ping; a solo worker takes one task at a time
-            assert ping.apply_async(args=["up"], queue=self.queue).get(timeout=60) == "pong:up"
+            assert ping.apply_async(args=["up"], queue=self.queue).get(timeout=PATIENCE_S) == "pong:up"
         return started
 
-    def run(self, task, *args, timeout=30):
+    def run(self, task, *args, timeout=PATIENCE_S):
         return task.apply_async(args=args, queue=self.queue).get(timeout=timeout)
 
     def stop(self):

@@ -9,7 +9,7 @@ from billing.models import UsageInterval
 from scheduling.engine.reasons import PreemptReason
 from scheduling.models import ActionRequest, JobEvent, Node
 from scheduling.payloads import PreemptPayload
-from tests.workers.conftest import assert_invariants, job_add, wait_for
+from tests.workers.conftest import PATIENCE_S, assert_invariants, job_add, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -87,9 +87,9 @@ def test_a_worker_killed_mid_preemption_leaves_it_for_the_next_run(cluster, work
     action = preempt_action(job)
     [doomed] = workers.start(failpoints=failpoint)
     workers.processes[0].terminate()  # only the doomed worker takes the task
-    workers.processes[0].wait(timeout=20)
+    workers.processes[0].wait(timeout=PATIENCE_S)
     tasks.execute_action.apply_async((action.pk,), queue=workers.queue)
-    assert doomed.wait(timeout=30) == -9  # SIGKILL
+    assert doomed.wait(timeout=PATIENCE_S) == -9  # SIGKILL
     action.refresh_from_db()
     assert action.state == "requested"
     workers.start()
@@ -112,7 +112,7 @@ def test_the_same_task_delivered_twice_does_nothing_twice(cluster, workers):
     job.refresh_from_db()
     action = preempt_action(job)
     results = [tasks.execute_action.apply_async((action.pk,), queue=workers.queue) for _ in range(2)]
-    [result.get(timeout=30) for result in results]
+    [result.get(timeout=PATIENCE_S) for result in results]
     finish_actions(workers)
     job.refresh_from_db()
     assert job.status == "preempted" and len(cluster.poll_observations()) == 0
@@ -126,7 +126,7 @@ def test_two_cycles_at_once_one_does_nothing(cluster, workers):
     workers.start(count=2, failpoints="cycle.hold=2")
     jobs = [job_add(f"gang-{n}", gpus=2) for n in range(3)]
     results = [tasks.run_cycle.apply_async(queue=workers.queue) for _ in range(2)]
-    outcomes = sorted((r.get(timeout=30) for r in results), key=lambda r: r["ran"])
+    outcomes = sorted((r.get(timeout=PATIENCE_S) for r in results), key=lambda r: r["ran"])
     assert [o["ran"] for o in outcomes] == [False, True]
     assert sorted(outcomes[1]["placed"]) == sorted(j.pk for j in jobs)
     wait_for(lambda: all(confirmed("bind", j) for j in jobs), what="binds confirmed")
