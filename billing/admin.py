@@ -75,6 +75,15 @@ class FrozenLineInline(admin.TabularInline):
         return False
 
 
+@admin.register(FrozenLine)
+class FrozenLineAdmin(ReadOnlyAdmin):
+    """Every closed month's lines in one searchable list (a statement line finance is asked about)."""
+
+    list_display = ["closed_month", "kind", "team_name", "project_name", "cost_code", "tier", "gpu_model", "cost"]
+    list_filter = ["closed_month", "kind", "tier"]
+    search_fields = ["team_name", "project_name", "cost_code", "business_unit_name"]
+
+
 @admin.register(ClosedMonth)
 class ClosedMonthAdmin(ReadOnlyAdmin):
     """Closing happens on the finance page (Billing › Closing months) or with `manage.py close_month`."""
