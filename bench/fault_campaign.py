@@ -181,7 +181,9 @@ class Campaign:
         self.database_url = (f"postgres://{database['USER']}@{database['HOST'] or '127.0.0.1'}:"
                              f"{database['PORT'] or 5432}/{database['NAME']}")
         self.redis = PrivateRedis(redis_port, workdir)
-        self.app = Celery("campaign", broker=self.redis.url, backend=self.redis.url)
+        # Not the current app: a Celery app made current here stays current after the campaign, and
+        # every later task in the same process then talked to this private Redis, long stopped.
+        self.app = Celery("campaign", broker=self.redis.url, backend=self.redis.url, set_as_current=False)
         options = {"global_keyprefix": f"{self.queue}:"}
         self.app.conf.update(broker_transport_options=options, result_backend_transport_options=options,
                              broker_connection_retry_on_startup=True)
