@@ -21,7 +21,10 @@ def configmap() -> dict[str, str]:
 
 def production_env(database_url: str, **overrides: str) -> dict[str, str]:
     """The configmap plus the Secret's values, with this test run's PostgreSQL and Redis."""
-    environment = {k: v for k, v in os.environ.items() if not k.startswith(("SECURE_", "CSRF_", "ALLOWED_"))}
+    # Not DJANGO_ALLOW_ASYNC_UNSAFE either: the browser tests set it in this process (Playwright's
+    # loop), and check --deploy rightly warns about it in a deployment.
+    environment = {k: v for k, v in os.environ.items()
+                   if not k.startswith(("SECURE_", "CSRF_", "ALLOWED_")) and k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
     environment.update(configmap())
     environment.update(DATABASE_URL=database_url, SECRET_KEY=STRONG_SECRET, REDIS_URL=os.environ["REDIS_URL"],
                        LOG_LEVEL="WARNING", **overrides)
