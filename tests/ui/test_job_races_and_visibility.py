@@ -24,8 +24,23 @@ def test_a_priority_change_after_a_cancel_is_a_409_and_changes_nothing(clients, 
     assert response.status_code == 409 and "cancelled" in response.content.decode()
 
 
-@pytest.mark.django_db(transaction=True, serialized_rollback=True)
-def test_simultaneous_submits_get_distinct_queue_positions(users, teams, monkeypatch):
+@pytest.fixture
+def seeded(transactional_db):
+    """The rows the data migrations seed, which a transactional test's flush removes. (Not
+    serialized_rollback: after another transactional test's flush re-created the content types,
+    restoring them failed on their unique key.)"""
+    from django.contrib.auth.models import Group
+
+    from portal.models import FINANCE_GROUP
+    from scheduling.defaults import defaults_ensure
+    from scheduling.models import CapacityTier, PriorityClass
+
+    defaults_ensure(CapacityTier, PriorityClass)
+    Group.objects.get_or_create(name=FINANCE_GROUP)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_simultaneous_submits_get_distinct_queue_positions(seeded, users, teams, monkeypatch):
     """The window between reading the last position and writing the new one is widened, so the two
     submits surely overlap in it."""
     real_project, barrier = services._project, threading.Barrier(2)
