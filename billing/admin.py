@@ -29,8 +29,21 @@ class RateAdmin(admin.ModelAdmin):
                                       "Billing › Closing months.")
 
 
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Rows only the system writes: listed and searchable, never added, edited or deleted here."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
 @admin.register(UsageInterval)
-class UsageIntervalAdmin(admin.ModelAdmin):
+class UsageIntervalAdmin(ReadOnlyAdmin):
     """The ledger is written by the scheduler and workers only; the admin reads it."""
 
     list_display = ["id", "job", "team", "project", "business_unit", "gpu", "gpu_model", "tier", "gpu_fraction",
@@ -41,26 +54,6 @@ class UsageIntervalAdmin(admin.ModelAdmin):
     raw_id_fields = ["job", "placement", "gpu", "node", "project", "team"]
     date_hierarchy = "started_at"
     show_full_result_count = False
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 class FrozenLineInline(admin.TabularInline):
