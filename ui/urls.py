@@ -1,6 +1,6 @@
 from django.urls import path
 
-from ui import account, views
+from ui import account, history, views
 
 app_name = "ui"
 
@@ -8,6 +8,7 @@ urlpatterns = [
     path("teams/<slug:team>/", views.dashboard, name="dashboard"),
     path("teams/<slug:team>/priorities/", views.priorities, name="priorities"),
     path("teams/<slug:team>/queue/move/", views.queue_move, name="queue_move"),
+    path("jobs/", history.job_history, name="jobs"),
     path("jobs/new/", views.job_new, name="job_new"),
     path("jobs/<int:pk>/", views.job_detail, name="job_detail"),
     path("jobs/<int:pk>/cancel/", views.job_cancel, name="job_cancel"),

@@ -23,6 +23,7 @@ def tessera_nav(context) -> dict:
         "teams": [name for _, name in teams],
         "current": current[1] if current else None,
         "lead": bool(current) and access.can_manage(user, current[0]),
+        "sees_jobs": user.is_staff or any(role in access.SEES_JOBS for role in roles.values()),
         "submits": user.is_staff or any(role in access.SUBMITS for role in roles.values()),
         "finance": user.is_staff or access.is_finance(user),
     }
