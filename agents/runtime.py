@@ -19,15 +19,26 @@ def backend() -> Backend:
     if settings.TESSERA_BACKEND == "kubernetes":
         from kubernetes import config
 
-        from agents.backends.kubernetes import KubernetesBackend, KubernetesConfig
+        from agents.backends.kubernetes import KubernetesBackend
 
         if settings.TESSERA_KUBECONFIG:  # workers outside the cluster (and the real-cluster tests)
             config.load_kube_config(config_file=settings.TESSERA_KUBECONFIG)
         else:
             config.load_incluster_config()
-        namespaces = frozenset(settings.TESSERA_NAMESPACES) or None
-        return KubernetesBackend(KubernetesConfig(namespaces=namespaces))
+        return KubernetesBackend(kubernetes_config())
     return simulated_backend()
+
+
+def kubernetes_config():
+    """The kubernetes backend's configuration from the settings (deploy/configmap.yaml sets them)."""
+    from agents.backends.kubernetes import KubernetesConfig
+
+    return KubernetesConfig(
+        scheduler_name=settings.TESSERA_SCHEDULER_NAME, gpu_node_selector=settings.TESSERA_GPU_NODE_SELECTOR,
+        leaf_switch_label=settings.TESSERA_LEAF_SWITCH_LABEL, tier_label=settings.TESSERA_TIER_LABEL,
+        mig_parted_namespace=settings.TESSERA_GPU_OPERATOR_NAMESPACE,
+        mig_parted_configmap=settings.TESSERA_MIG_CONFIGMAP,
+        namespaces=frozenset(settings.TESSERA_NAMESPACES) or None)
 
 
 def simulated_backend(path: str | Path | None = None):

@@ -82,6 +82,52 @@ _ORIGIN_HOST = re.compile(r"(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z
                           re.IGNORECASE)
 
 
+# Kubernetes names (apimachinery's validation): a DNS-1123 label (namespaces), a DNS-1123 subdomain
+# (ConfigMaps, scheduler names), a label key (an optional subdomain prefix and "/", then a name).
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
+_DNS_SUBDOMAIN = rf"{_DNS_LABEL}(\.{_DNS_LABEL})*"
+_LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_LABEL_KEY = rf"({_DNS_SUBDOMAIN}/)?{_LABEL_NAME}"
+_KUBE_NAMES = {"label": re.compile(_DNS_LABEL), "subdomain": re.compile(_DNS_SUBDOMAIN)}
+# An equality-based label selector term: key, !key, key=value, key==value, key!=value.
+_SELECTOR_TERM = re.compile(rf"!{_LABEL_KEY}|{_LABEL_KEY}((!=|==|=)({_LABEL_NAME})?)?")
+
+
+def env_kube_name(name: str, default: str, kind: str = "subdomain") -> str:
+    """A Kubernetes object name: kind "label" (a namespace) or "subdomain" (most other objects)."""
+    raw = os.environ.get(name, default)
+    if len(raw) > 253 or not _KUBE_NAMES[kind].fullmatch(raw):
+        raise _bad(name, raw, f"a Kubernetes name (DNS-1123 {kind}: lower-case letters, digits and '-'"
+                              + (", '.'" if kind == "subdomain" else "") + ")")
+    return raw
+
+
+def env_kube_names(name: str, default: list[str]) -> list[str]:
+    """Comma-separated namespace names."""
+    names = env_list(name, default)
+    for item in names:
+        if not _KUBE_NAMES["label"].fullmatch(item):
+            raise _bad(name, item, "comma-separated namespace names (lower-case letters, digits and '-')")
+    return names
+
+
+def env_label_key(name: str, default: str) -> str:
+    """A node label's key, such as tessera.io/leaf-switch."""
+    raw = os.environ.get(name, default)
+    if len(raw) > 317 or not re.fullmatch(_LABEL_KEY, raw):
+        raise _bad(name, raw, "a label key such as example.org/name (a DNS prefix and '/', optional)")
+    return raw
+
+
+def env_label_selector(name: str, default: str) -> str:
+    """An equality-based label selector, such as nvidia.com/gpu.present=true,!example.org/excluded."""
+    raw = os.environ.get(name, default)
+    terms = raw.split(",")
+    if not raw.strip() or not all(_SELECTOR_TERM.fullmatch(term.strip()) for term in terms):
+        raise _bad(name, raw, "a label selector: comma-separated key, !key, key=value or key!=value")
+    return ",".join(term.strip() for term in terms)
+
+
 GROUP_ROLES = ("lead", "member", "viewer")
 GROUP_PLATFORM_ROLES = ("staff", "finance")
 

@@ -11,6 +11,10 @@ from tessera.env import (
     env_group_map,
     env_http_url,
     env_int,
+    env_kube_name,
+    env_kube_names,
+    env_label_key,
+    env_label_selector,
     env_list,
     env_origins,
     env_redis_url,
@@ -203,7 +207,17 @@ TESSERA_AGENT_TOKEN_FILE = env_str("TESSERA_AGENT_TOKEN_FILE", "")
 # The kubernetes backend: a kubeconfig file (workers outside the cluster), else the pod's ServiceAccount.
 TESSERA_KUBECONFIG = env_str("TESSERA_KUBECONFIG", "")
 # The kubernetes backend: the teams' namespaces it may create pods in; empty: any but the cluster's own.
-TESSERA_NAMESPACES = env_list("TESSERA_NAMESPACES", [])
+TESSERA_NAMESPACES = env_kube_names("TESSERA_NAMESPACES", [])
+# The kubernetes backend (agents/backends/kubernetes.py, KubernetesConfig): the schedulerName our pods
+# carry, which nodes are GPU nodes, and the node labels that give a node's leaf switch and tier.
+TESSERA_SCHEDULER_NAME = env_kube_name("TESSERA_SCHEDULER_NAME", "tessera")
+TESSERA_GPU_NODE_SELECTOR = env_label_selector("TESSERA_GPU_NODE_SELECTOR", "nvidia.com/gpu.present=true")
+TESSERA_LEAF_SWITCH_LABEL = env_label_key("TESSERA_LEAF_SWITCH_LABEL", "tessera.io/leaf-switch")
+TESSERA_TIER_LABEL = env_label_key("TESSERA_TIER_LABEL", "tessera.io/tier")
+# Where the GPU Operator runs (OpenShift's is nvidia-gpu-operator) and the mig-parted ConfigMap there
+# that its ClusterPolicy's migManager.config.name names; Tessera writes its MIG layouts into it.
+TESSERA_GPU_OPERATOR_NAMESPACE = env_kube_name("TESSERA_GPU_OPERATOR_NAMESPACE", "gpu-operator", "label")
+TESSERA_MIG_CONFIGMAP = env_kube_name("TESSERA_MIG_CONFIGMAP", "tessera-mig-parted-config")
 TESSERA_POLL_INTERVAL_S = env_int("TESSERA_POLL_INTERVAL_S", 15, minimum=1)
 TESSERA_CYCLE_INTERVAL_S = env_int("TESSERA_CYCLE_INTERVAL_S", 5, minimum=1)
 TESSERA_LOST_AFTER_MISSED = env_int("TESSERA_LOST_AFTER_MISSED", 3, minimum=1)  # heartbeats

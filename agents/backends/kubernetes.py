@@ -338,7 +338,8 @@ class KubernetesBackend:
 
     def _require_namespace(self, namespace: str) -> None:
         allowed = self.config.namespaces
-        if namespace in SYSTEM_NAMESPACES or (allowed is not None and namespace not in allowed):
+        system = SYSTEM_NAMESPACES | {self.config.mig_parted_namespace}  # wherever the GPU Operator runs
+        if namespace in system or (allowed is not None and namespace not in allowed):
             raise Refused(f"namespace {namespace!r} is not one Tessera may place pods in")
         try:
             self.core.read_namespace(namespace, _request_timeout=self.config.request_timeout_s)
