@@ -12,6 +12,8 @@ DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
 def _documents():
     for path in sorted(DEPLOY.glob("**/*.yaml")):
+        if path.name == "kustomization.yaml":  # kustomize's, not the cluster's
+            continue
         for number, doc in enumerate(yaml.safe_load_all(path.read_text())):
             if doc is not None:
                 yield pytest.param(doc, id=f"{path.name}#{number}-{doc.get('kind')}")
@@ -31,9 +33,10 @@ def test_every_document_is_valid(doc):
 
 def test_the_pieces_are_all_there():
     deployments = {d["metadata"]["name"] for d in _by_kind("Deployment")}
-    assert deployments == {"tessera-portal", "tessera-worker", "tessera-beat"}
+    assert deployments == {"tessera-portal", "tessera-worker", "tessera-beat", "tessera-redis"}
     for kind in ("Service", "DaemonSet", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
-                 "ConfigMap", "Namespace"):
+                 "ConfigMap", "Namespace", "PriorityClass", "Job", "Ingress", "PodDisruptionBudget",
+                 "NetworkPolicy", "Secret"):
         assert _by_kind(kind), kind
 
 
@@ -56,6 +59,7 @@ def test_the_backend_gets_the_least_rights_it_needs():
         "pods/binding": ["create"],
         "secrets": ["create"],
         "namespaces": ["get"],
+        "events": ["create"],
     }
     assert all(len(r["resources"]) == 1 and r["apiGroups"] == [""] for r in role["rules"])
     with_token = [d["metadata"]["name"] for d in _by_kind("Deployment") + _by_kind("DaemonSet")
