@@ -4,7 +4,7 @@ from collections import defaultdict
 from datetime import timedelta
 
 from django.db.models import Avg, Count, F, Prefetch, Q, Sum
-from django.db.models.functions import TruncHour
+from django.db.models.functions import TruncHour, TruncMinute
 from django.http import Http404
 from django.utils import timezone
 
@@ -125,6 +125,39 @@ def job_events(job):
 def job_placements(job):
     return (Placement.objects.filter(job=job).select_related("gpu__node__leaf_switch", "gpu__node__tier",
                                                               "mig_instance").order_by("started_at", "pk"))
+
+
+# Samples the job page charts: its most recent placements (a job preempted many times has many).
+SERIES_PLACEMENTS = 64
+
+
+def job_gpu_series(placements) -> list[dict]:
+    """Measured utilisation (%) and memory (GiB) of each GPU the job held, while it held it.
+
+    Readings are per whole GPU (the node agent's), so a MIG slice or a shared GPU shows its
+    neighbours' work too. A run of up to 6 hours is shown per minute, a longer one per hour.
+    """
+    now = timezone.now()
+    held = placements[-SERIES_PLACEMENTS:]
+    if not held:
+        return []
+    span = max((p.ended_at or now) for p in held) - min(p.started_at for p in held)
+    bucket = TruncMinute("at") if span <= timedelta(hours=6) else TruncHour("at")
+    window = Q()
+    for p in held:
+        window |= Q(gpu_id=p.gpu_id, at__gte=p.started_at, at__lte=p.ended_at or now)
+    rows = (GpuSample.objects.filter(window).annotate(bucket=bucket).values("gpu_id", "bucket")
+            .annotate(util=Avg("utilization"), memory=Avg("memory_used_gb")).order_by("gpu_id", "bucket"))
+    gpus = {p.gpu_id: p.gpu for p in held}
+    series: dict[int, dict] = {}
+    for row in rows:
+        gpu = gpus[row["gpu_id"]]
+        line = series.setdefault(gpu.pk, {"name": f"{gpu.node.name}/gpu{gpu.index}", "memory_gb": gpu.memory_gb,
+                                          "x": [], "util": [], "memory": []})
+        line["x"].append(row["bucket"].isoformat())
+        line["util"].append(round(100 * row["util"], 1))
+        line["memory"].append(round(row["memory"], 2))
+    return list(series.values())
 
 
 def job_gpu_hours(job, placements) -> float:

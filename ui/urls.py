@@ -11,6 +11,7 @@ urlpatterns = [
     path("jobs/", history.job_history, name="jobs"),
     path("jobs/new/", views.job_new, name="job_new"),
     path("jobs/<int:pk>/", views.job_detail, name="job_detail"),
+    path("jobs/<int:pk>/logs/", views.job_logs, name="job_logs"),
     path("jobs/<int:pk>/cancel/", views.job_cancel, name="job_cancel"),
     path("jobs/<int:pk>/priority/", views.job_priority, name="job_priority"),
     path("cluster/", views.cluster, name="cluster"),

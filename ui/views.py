@@ -8,6 +8,7 @@ from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
+from agents import logs
 from billing.ledger import job_cost
 from portal import access, freshness
 from portal.models import Membership, Project, Team
@@ -99,8 +100,16 @@ def job_detail(request, pk):
     gpu_hours = selectors.job_gpu_hours(job, placements)
     return render(request, "ui/job_detail.html", {
         "job": job, "events": selectors.job_events(job), "placements": placements,
+        "gpu_series": selectors.job_gpu_series(placements), "log_lines": logs.TAIL_LINES,
         "open_placements": [p for p in placements if p.ended_at is None], "gpu_hours": gpu_hours,
         "cost": job_cost(job), "can_cancel": access.can_cancel(request.user, job)})
+
+
+@login_required
+def job_logs(request, pk):
+    """The job's pod logs, as a fragment the job page loads (the cluster is asked only then)."""
+    job = selectors.job_get(request.user, pk)
+    return render(request, "ui/_job_logs.html", {"job": job, "pods": logs.job_logs(job)})
 
 
 @login_required

@@ -220,6 +220,10 @@ class Backend(Protocol):
     def watch(self, timeout_s: float) -> Iterator[JobObservation]:
         """Changes since the last poll or watch, for up to timeout_s seconds."""
 
+    def pod_log(self, namespace: str, pod_name: str, tail_lines: int, limit_bytes: int) -> str | None:
+        """The pod's last `tail_lines` lines of output (at most `limit_bytes`); None when the pod is
+        gone (its logs go with it). A pod not started yet is a Refused in the cluster's words."""
+
 
 def wait_for_repartition(
     backend: Backend,

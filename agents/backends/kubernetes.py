@@ -71,6 +71,8 @@ SYSTEM_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease", 
                                "gpu-operator", "nvidia-gpu-operator"})
 
 
+# Seconds a page waits for a pod's log before saying the cluster did not answer.
+LOG_TIMEOUT_S = 5.0
 RETRYABLE_STATUSES = {429, 500, 502, 503, 504}
 # Refusals a retry cannot mend: validation (400, 422) and admission or authorization (403).
 REFUSED_STATUSES = {400, 403, 422}
@@ -303,6 +305,18 @@ class KubernetesBackend:
         return {label for node in nodes.items
                 if (label := (node.metadata.labels or {}).get(self.config.mig_config_label))}
 
+    @_api_errors
+    def pod_log(self, namespace: str, pod_name: str, tail_lines: int, limit_bytes: int) -> str | None:
+        self._allowed_namespace(namespace)
+        try:
+            return self.core.read_namespaced_pod_log(pod_name, namespace, tail_lines=tail_lines,
+                                                     limit_bytes=limit_bytes, timestamps=True,
+                                                     _request_timeout=LOG_TIMEOUT_S)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            return None
+
     def _read_pod(self, namespace: str, name: str) -> Any:
         try:
             return self.core.read_namespaced_pod(
@@ -336,11 +350,14 @@ class KubernetesBackend:
             if exc.status != 409:
                 raise
 
-    def _require_namespace(self, namespace: str) -> None:
+    def _allowed_namespace(self, namespace: str) -> None:
         allowed = self.config.namespaces
         system = SYSTEM_NAMESPACES | {self.config.mig_parted_namespace}  # wherever the GPU Operator runs
         if namespace in system or (allowed is not None and namespace not in allowed):
             raise Refused(f"namespace {namespace!r} is not one Tessera may place pods in")
+
+    def _require_namespace(self, namespace: str) -> None:
+        self._allowed_namespace(namespace)
         try:
             self.core.read_namespace(namespace, _request_timeout=self.config.request_timeout_s)
         except ApiException as exc:

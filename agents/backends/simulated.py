@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from agents.backends import simulated_logs
 from agents.backends.base import (
     ENV_GPU_INDEXES,
     ENV_RESUME,
@@ -183,7 +184,7 @@ class SimulatedBackend:
             state["pods"][key] = {
                 "job_id": req.job_id, "namespace": req.namespace, "name": req.pod_name, "node": req.node_name,
                 "gpus": indexes if req.mig_profile is None else [], "mig_profile": req.mig_profile,
-                "started_at": state["now"], "resume_s": float(env.get(ENV_RESUME, 0)),
+                "kind": req.job_kind, "started_at": state["now"], "resume_s": float(env.get(ENV_RESUME, 0)),
                 "runtime_s": float(env.get(ENV_RUNTIME, 3600)), "phase": "Running", "ended_at": None,
                 "reason": None, "exit_code": None, "stop_at": None, "checkpoint": None, "annotations": {}}
             return Outcome.DONE
@@ -253,6 +254,14 @@ class SimulatedBackend:
 
     def watch(self, timeout_s: float) -> Iterator[JobObservation]:
         yield from self.poll_observations()  # no change feed: the full picture is always current
+
+    def pod_log(self, namespace: str, pod_name: str, tail_lines: int, limit_bytes: int) -> str | None:
+        with self._state(write=False) as state:
+            self._api_call(state)
+            pod = state["pods"].get(f"{namespace}/{pod_name}")
+            if pod is None:
+                return None
+            return simulated_logs.pod_log(pod, state["now"], state["config"]["speed"], tail_lines, limit_bytes)
 
     # -- telemetry (agents/telemetry.py) ----------------------------------------------------
 

@@ -115,5 +115,35 @@ window.Tessera = (function () {
     });
   }
 
-  return { dashboard, sizing, priorities };
+  // Job page: one line per GPU the job held; utilisation on 0-100 %, memory on 0 to the GPU's size.
+  function jobCharts(series) {
+    if (!series.length) return;
+    const lines = (key) => series.map((gpu) => ({ x: gpu.x, y: gpu[key], type: "scatter", mode: "lines", name: gpu.name }));
+    const legend = { showlegend: series.length > 1, legend: { orientation: "h", y: -0.25 } };
+    Plotly.newPlot("job-util", lines("util"), layout("GPU utilisation (%)", Object.assign(
+      { yaxis: { range: [0, 100], ticksuffix: "%" }, xaxis: { type: "date" } }, legend)), config);
+    const top = Math.max(...series.map((gpu) => gpu.memory_gb));
+    Plotly.newPlot("job-memory", lines("memory"), layout("GPU memory used (GiB, axis to the GPU's size)", Object.assign(
+      { yaxis: { range: [0, top] }, xaxis: { type: "date" } }, legend)), config);
+  }
+
+  async function loadLogs(box) {
+    try {
+      const response = await fetch(box.dataset.url, { credentials: "same-origin" });
+      // The fragment is rendered (and escaped) by Django, as on first paint.
+      box.innerHTML = response.ok ? await response.text()
+        : "<p class='log-problem'>Could not load the logs (HTTP " + response.status + ").</p>";
+      box.querySelectorAll("pre.log").forEach((pre) => { pre.scrollTop = pre.scrollHeight; });  // newest in view
+    } catch (error) {
+      box.innerHTML = "<p class='log-problem'>Could not reach Tessera to load the logs.</p>";
+    }
+  }
+
+  function jobPage(series, logsBox) {
+    jobCharts(series);
+    loadLogs(logsBox);
+    document.getElementById("logs-refresh").addEventListener("click", () => loadLogs(logsBox));
+  }
+
+  return { dashboard, sizing, priorities, jobPage };
 })();

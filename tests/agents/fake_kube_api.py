@@ -387,6 +387,24 @@ class FakeKubeApi:
 
     # -- routing -----------------------------------------------------------------------------
 
+    def set_pod_log(self, namespace: str, name: str, text: str) -> None:
+        """What the pod's container printed (the kubelet's part)."""
+        with self._cond:
+            self._get_pod(namespace, name)["_log"] = text
+
+    def pod_log(self, query: dict, body: Any, ns: str, name: str) -> tuple[int, str]:
+        """The kubelet's answer through the API server: 400 while the container has not started."""
+        pod = self._get_pod(ns, name)
+        if pod.get("status", {}).get("phase", "Pending") == "Pending":
+            container = pod["spec"]["containers"][0]["name"]
+            raise ApiError(400, "BadRequest", f'container "{container}" in pod "{name}" is waiting to start: '
+                                              "ContainerCreating")
+        lines = pod.get("_log", "").splitlines(keepends=True)
+        if "tailLines" in query:
+            lines = lines[-int(query["tailLines"]):] if int(query["tailLines"]) else []
+        text = "".join(lines)
+        return 200, text[-int(query["limitBytes"]):] if "limitBytes" in query else text
+
     def fail_next(self, count: int, code: int = 503, reason: str = "ServiceUnavailable") -> None:
         """Answer the next `count` requests with an error, as an overloaded API server does."""
         self._failures = [(code, reason)] * count
@@ -418,6 +436,7 @@ ROUTES = [
     ("PATCH", _POD + "$", "patch_pod"),
     ("DELETE", _POD + "$", "delete_pod"),
     ("POST", _POD + "/binding$", "bind_pod"),
+    ("GET", _POD + "/log$", "pod_log"),
     ("GET", r"^/api/v1/namespaces/(?P<ns>[^/]+)/configmaps/(?P<name>[^/]+)$", "get_configmap"),
     ("PATCH", r"^/api/v1/namespaces/(?P<ns>[^/]+)/configmaps/(?P<name>[^/]+)$", "patch_configmap"),
     ("POST", r"^/api/v1/namespaces/(?P<ns>[^/]+)/configmaps$", "create_configmap"),
@@ -458,10 +477,11 @@ class _Handler(BaseHTTPRequestHandler):
             raise ApiError(415, "UnsupportedMediaType", self.headers.get("Content-Type", ""))
         return json.loads(data) if data else None
 
-    def _send(self, status: int, body: dict) -> None:
-        data = json.dumps(body).encode()
+    def _send(self, status: int, body: dict | str) -> None:
+        text = isinstance(body, str)  # a pod's log is plain text
+        data = body.encode() if text else json.dumps(body).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", "text/plain" if text else "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
