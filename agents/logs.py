@@ -27,8 +27,16 @@ class PodLog:
 
 def job_logs(job: Job, backend: Backend | None = None, tail_lines: int = TAIL_LINES) -> list[PodLog]:
     """The last lines of each pod of the job's current (or last) run."""
-    backend = backend or _backend()
-    return [_pod_log(backend, job.team.name, pod, tail_lines) for pod in job_pods(job)]
+    pods = job_pods(job)
+    if not pods:
+        return []
+    try:
+        backend = backend or _backend()
+    except Exception:  # no credentials for the cluster here (a misdeployed portal): words, not a 500
+        log.exception("no cluster client for reading logs")
+        return [PodLog(pod, problem="Tessera cannot reach the cluster from the portal to read logs; "
+                                    "the operators have the details in Tessera's log.") for pod in pods]
+    return [_pod_log(backend, job.team.name, pod, tail_lines) for pod in pods]
 
 
 def _pod_log(backend: Backend, namespace: str, pod: str, tail_lines: int) -> PodLog:

@@ -51,7 +51,9 @@ def test_the_agent_runs_on_gpu_nodes_with_its_token():
 
 
 def test_the_backend_gets_the_least_rights_it_needs():
-    (role,) = _by_kind("ClusterRole")
+    role, logs = sorted(_by_kind("ClusterRole"), key=lambda r: r["metadata"]["name"])
+    assert logs["metadata"]["name"] == "tessera-portal-logs"
+    assert logs["rules"] == [{"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]}]
     rules = {(r["resources"][0]): sorted(r["verbs"]) for r in role["rules"]}
     assert rules == {
         "nodes": ["get", "list", "patch", "watch"],
@@ -64,7 +66,9 @@ def test_the_backend_gets_the_least_rights_it_needs():
     assert all(len(r["resources"]) == 1 and r["apiGroups"] == [""] for r in role["rules"])
     with_token = [d["metadata"]["name"] for d in _by_kind("Deployment") + _by_kind("DaemonSet")
                   if d["spec"]["template"]["spec"].get("automountServiceAccountToken", True)]
-    assert with_token == ["tessera-worker"]
+    assert sorted(with_token) == ["tessera-portal", "tessera-worker"]
+    portal = next(d for d in _by_kind("Deployment") if d["metadata"]["name"] == "tessera-portal")
+    assert portal["spec"]["template"]["spec"]["serviceAccountName"] == "tessera-portal"
     worker = next(d for d in _by_kind("Deployment") if d["metadata"]["name"] == "tessera-worker")
     assert worker["spec"]["template"]["spec"]["serviceAccountName"] == "tessera-backend"
 
