@@ -181,9 +181,22 @@ def _bind_step(action: ActionRequest, backend: Backend, now: datetime) -> None:
     except BackendError as error:  # this placement is refused (a conflict); another one may work
         _bind_refused(action, backend, job, str(error), final=False)
         return
-    if outcome == Outcome.DONE:  # bound now (ALREADY_DONE: by an earlier try, whose time is unknown)
-        placements_bound(placement_ids=payload.placements, at=now)
+    placements_bound(placement_ids=payload.placements, at=pod_started_at(backend, job, payload.pod_name, outcome, now))
     _finish(action, CONFIRMED)
+
+
+def pod_started_at(backend: Backend, job: Job, pod: str, outcome: Outcome, now: datetime) -> datetime:
+    """When the bound pod started, to bill from: never before. `now` was read before the call, and
+    the call may have waited (a throttled API, a stalled worker), so the clock is read again after
+    it. A pod an earlier try bound, dying before it recorded so, started when the cluster says (the
+    fault campaign found a job billed from its placement, seconds before its pod), else from now."""
+    after = max(now, database_now())
+    if outcome == Outcome.DONE:
+        return after
+    seen = next((o for o in backend.poll_observations() if o.pod_name == pod and o.job_id == str(job.pk)), None)
+    if seen is None or seen.started_at is None:
+        return after
+    return min(after, datetime.fromtimestamp(seen.started_at, tz=UTC))
 
 
 def _bind_refused(action: ActionRequest, backend: Backend, job: Job, error: str, *, final: bool) -> None:

@@ -190,6 +190,7 @@ class JobObservation:
     message: str | None = None  # the cluster's words for the reason
     annotations: dict[str, str] = field(default_factory=dict, compare=False)
     finished_at: float | None = None  # UNIX time its containers ended, where the cluster says
+    started_at: float | None = None  # UNIX time the node took the pod (its GPUs held from then)
 
 
 @runtime_checkable

@@ -392,7 +392,8 @@ def _observation(pod: dict, node: dict) -> JobObservation:
     return JobObservation(
         job_id=pod["job_id"], pod_name=pod["name"], namespace=pod["namespace"], status=status,
         node_name=pod["node"], reason=pod["reason"], exit_code=pod["exit_code"],
-        terminating=pod["stop_at"] is not None, annotations=dict(pod["annotations"]), finished_at=pod["ended_at"])
+        terminating=pod["stop_at"] is not None, annotations=dict(pod["annotations"]), finished_at=pod["ended_at"],
+        started_at=pod["started_at"])
 
 
 def _faulty_report(kind: str, node: dict) -> object:
