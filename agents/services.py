@@ -29,9 +29,9 @@ from agents.actions import (
     stop_pods,
 )
 from agents.backends.base import RECLAIM_TAINT, Backend, JobObservation, JobStatus, NodeInventory
+from agents.inventory import inventory_sync, jobs_release_on_node
 from agents.runtime import failpoint
 from agents.telemetry import NodeReading, Telemetry
-from billing.services import usage_intervals_close_for_node
 from scheduling.clock import database_now
 from scheduling.cycle import decide_and_apply
 from scheduling.engine.reasons import PreemptReason
@@ -52,10 +52,16 @@ def _on_commit(dispatch: Dispatch | None, ids: list[int]) -> None:
 # -- poll_agents: heartbeats, GPU readings, reclaim notices, lost nodes ------------------------------
 
 def agents_poll(*, backend: Backend, telemetry: Telemetry, now: datetime | None = None,
-                dispatch: Dispatch | None = None) -> dict:
+                dispatch: Dispatch | None = None, sync_inventory: bool = False) -> dict:
+    """With sync_inventory (a real cluster: its nodes are the truth), the rows follow the cluster's
+    node list first, and a node the cluster no longer lists is not revived by its agent."""
     now = now or database_now()
+    listed = backend.inventory()
+    synced = inventory_sync(inventory=listed, now=now) if sync_inventory else None
     nodes = list(Node.objects.select_related("tier"))
-    inventory = {item.name: item for item in backend.inventory()}
+    inventory = {item.name: item for item in listed}
+    if sync_inventory:
+        nodes = [node for node in nodes if node.name in inventory]
     readings = telemetry.read([(node.name, node.agent_url) for node in nodes])
     answered, notices = [], []
     for node in nodes:
@@ -65,7 +71,8 @@ def agents_poll(*, backend: Backend, telemetry: Telemetry, now: datetime | None 
             answered.append(node.name)
         notices += node_reclaim_notice(node=node, seen=seen, now=now, dispatch=dispatch)
     lost = nodes_mark_lost(now=now)
-    return {"answered": answered, "lost": lost, "reclaim_actions": notices}
+    result = {"answered": answered, "lost": lost, "reclaim_actions": notices}
+    return result if synced is None else {**result, "inventory": synced}
 
 
 @transaction.atomic
@@ -152,11 +159,7 @@ def node_lose(*, node_id: int, limit: datetime) -> bool:
         return False
     node = Node.objects.get(pk=node_id)
     at = node.last_heartbeat
-    jobs = Job.objects.filter(placements__gpu__node=node, placements__ended_at__isnull=True).distinct()
-    for job_id in jobs.values_list("id", flat=True):
-        job_release(job_id=job_id, at=at, reason="node-lost",
-                    message=f"Node {node.name} stopped answering after {at:%H:%M:%S}; requeued.")
-    usage_intervals_close_for_node(node=node, at=at, reason="node-lost")  # anything not tied to a job row
+    jobs_release_on_node(node=node, at=at, message=f"Node {node.name} stopped answering after {at:%H:%M:%S}; requeued.")
     failpoint("node-lost.after-release")
     return True
 

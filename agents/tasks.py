@@ -33,8 +33,9 @@ def _dispatcher(task):
 
 @shared_task(bind=True, name="agents.poll_agents", **RETRYING)
 def poll_agents(self) -> dict:
+    # A real cluster's node list is the truth; the simulated one's rows come from the demo loader.
     return services.agents_poll(backend=runtime.backend(), telemetry=runtime.telemetry(),
-                                dispatch=_dispatcher(self))
+                                dispatch=_dispatcher(self), sync_inventory=settings.TESSERA_BACKEND == "kubernetes")
 
 
 @shared_task(bind=True, name="agents.run_cycle", **RETRYING)

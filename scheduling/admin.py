@@ -47,6 +47,7 @@ class NodeAdmin(admin.ModelAdmin):
     list_select_related = ["tier", "leaf_switch"]
     inlines = [GpuInline]
     actions = ["drain", "mark_ready"]
+    readonly_fields = ["schedulable", "allocatable_gpus", "gpus_used_outside"]  # the cluster's word (the poll)
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(_gpu_count=Count("gpus"))

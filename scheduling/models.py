@@ -87,6 +87,13 @@ class Node(models.Model):
     state = models.CharField(max_length=10, choices=State.choices, default=State.READY)
     last_heartbeat = models.DateTimeField(null=True, blank=True)
     agent_url = models.URLField(blank=True, help_text="The node agent's address, polled by workers.")
+    # The cluster's word, kept in step by the poll (agents/inventory.py); typed nodes keep the defaults.
+    schedulable = models.BooleanField(default=True, help_text=(
+        "False while the cluster says no new pods here: not Ready, cordoned, or tainted NoSchedule/NoExecute."))
+    allocatable_gpus = models.PositiveSmallIntegerField(null=True, blank=True, help_text=(
+        "Whole GPUs the device plugin offers (status.allocatable); empty: every GPU row counts."))
+    gpus_used_outside = models.PositiveSmallIntegerField(default=0, help_text=(
+        "Whole GPUs pods Tessera did not place hold (other schedulers, DaemonSets): counted as used."))
 
     class Meta:
         ordering = ["name"]

@@ -72,16 +72,30 @@ def _nodes(open_placements, prices: PriceList) -> tuple[engine.Node, ...]:
         Prefetch("mig_instances", queryset=MigInstance.objects.order_by("start_slot"))))
     rows = (Node.objects.exclude(state=Node.State.LOST).select_related("tier", "leaf_switch__parent")
             .prefetch_related(gpus).order_by("name"))
-    return tuple(_to_engine_node(node, job_by_instance, prices.get((node.gpu_model, node.tier.name)))
+    busy = {p.gpu_id for p in open_placements}
+    return tuple(_to_engine_node(node, job_by_instance, prices.get((node.gpu_model, node.tier.name)), busy)
                  for node in rows)
 
 
-def _to_engine_node(node: Node, job_by_instance: dict, price: float | None) -> engine.Node:
+def held_elsewhere(node: Node, busy: set[int]) -> set[int]:
+    """GPU rows the engine must see as taken although no placement of ours names them: the
+    cluster offers fewer whole GPUs (allocatable) than the rows count, or other pods hold some.
+    The device plugin picks the devices, so which rows does not matter: the highest free ones."""
+    if node.allocatable_gpus is None:
+        return set()
+    whole = [gpu for gpu in node.gpus.all() if not gpu.mig_enabled]
+    free = sorted((gpu for gpu in whole if gpu.pk not in busy and gpu.healthy), key=lambda g: -g.index)
+    open_to_us = max(0, node.allocatable_gpus - node.gpus_used_outside - sum(g.pk in busy for g in whole))
+    return {gpu.pk for gpu in free[:max(0, len(free) - open_to_us)]}
+
+
+def _to_engine_node(node: Node, job_by_instance: dict, price: float | None, busy: set[int]) -> engine.Node:
     leaf = node.leaf_switch
+    held = held_elsewhere(node, busy)
     gpus = tuple(
         engine.Gpu(index=gpu.index, uuid=gpu.uuid, model=gpu.model, memory_gb=gpu.memory_gb,
-                   mig_enabled=gpu.mig_enabled, mig_capable=gpu.mig_capable, healthy=gpu.healthy,
-                   layout_changed_at=epoch(gpu.layout_changed_at),
+                   mig_enabled=gpu.mig_enabled, mig_capable=gpu.mig_capable,
+                   healthy=gpu.healthy and gpu.pk not in held, layout_changed_at=epoch(gpu.layout_changed_at),
                    mig_instances=tuple(engine.MigInstance(profile=mi.profile, start=mi.start_slot,
                                                           job_id=job_by_instance.get(mi.pk))
                                        for mi in gpu.mig_instances.all()))
@@ -90,7 +104,9 @@ def _to_engine_node(node: Node, job_by_instance: dict, price: float | None) -> e
     return engine.Node(
         name=node.name, tier=node.tier.name, leaf=leaf.name, spine=leaf.parent.name if leaf.parent else "",
         gpu_model=node.gpu_model, interconnect=node.interconnect, cpu_cores=float(node.cpu_cores),
-        memory_gb=float(node.memory_gb), gpus=gpus, state=node.state, nics=node.nics,
+        memory_gb=float(node.memory_gb), gpus=gpus, nics=node.nics,
+        # The cluster closed it to new pods (not Ready, cordoned, tainted): what runs stays, nothing new.
+        state=node.state if node.schedulable else Node.State.DRAINING.value,
         nic_gb_s=node.nic_gbps * 0.12, price_per_gpu_hour=price)
 
 

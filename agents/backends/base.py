@@ -87,6 +87,12 @@ class NodeInventory:
     cpu_millicores: int = 0
     memory_mib: int = 0
     taints: tuple[str, ...] = ()  # "key=value:Effect"; spot reclaim notices arrive as taints
+    # Whole GPUs the device plugin offers (status.allocatable): below gpu_count when a GPU failed
+    # or is in MIG mode. None: the backend does not say (then gpu_count is all there is).
+    allocatable_gpus: int | None = None
+    # Whole GPUs that pods Tessera did not place (other schedulers, DaemonSets) hold on the node.
+    gpus_used_outside: int = 0
+    mig_capable: bool = False
 
 
 @dataclass(frozen=True)

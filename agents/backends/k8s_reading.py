@@ -15,6 +15,8 @@ GFD_PRODUCT = "nvidia.com/gpu.product"
 GFD_COUNT = "nvidia.com/gpu.count"
 GFD_MEMORY = "nvidia.com/gpu.memory"
 GFD_MIG_STRATEGY = "nvidia.com/mig.strategy"
+GFD_MIG_CAPABLE = "nvidia.com/mig.capable"
+GPU_RESOURCE = "nvidia.com/gpu"
 # Mixed strategy: one `nvidia.com/mig-<profile>.count` label per profile ('+' spelled '.').
 _MIG_COUNT_LABEL = re.compile(r"^nvidia\.com/mig-(\d+g\.\d+gb)((?:\.[a-z]+)*)\.count$")
 MIB = 1024 * 1024
@@ -26,6 +28,9 @@ def node_inventory(node: Any, *, leaf_switch_label: str, tier_label: str) -> Nod
     strategy = _mig_strategy(labels.get(GFD_MIG_STRATEGY))
     product, count = labels.get(GFD_PRODUCT), _int(labels.get(GFD_COUNT)) or 0
     memory = _int(labels.get(GFD_MEMORY))
+    allocatable_gpus = int(parse_quantity(allocatable.get(GPU_RESOURCE, "0")))
+    if count == 0 and strategy is not MigStrategy.SINGLE:
+        count = allocatable_gpus  # no GFD count label: what the device plugin offers is all we know
     mig = mig_resources(labels)
     if strategy is MigStrategy.SINGLE and product and "-MIG-" in product:
         # Single strategy: product is "<model>-MIG-<profile>" and count/memory describe the
@@ -48,7 +53,41 @@ def node_inventory(node: Any, *, leaf_switch_label: str, tier_label: str) -> Nod
         taints=tuple(
             f"{t.key}={t.value or ''}:{t.effect}" for t in ((node.spec and node.spec.taints) or [])
         ),
+        # A node whose device plugin has not registered offers no GPU yet: 0, not "unknown".
+        allocatable_gpus=allocatable_gpus,
+        mig_capable=labels.get(GFD_MIG_CAPABLE) == "true",
     )
+
+
+def gpus_held_by_others(pods: Any) -> dict[str, int]:
+    """Whole GPUs each node's live pods that are not Tessera's hold (other schedulers, DaemonSets):
+    the kubelet counts them against allocatable, so Tessera must too. A pod holds its GPUs from
+    binding until it is gone (terminating pods still hold them)."""
+    held: dict[str, int] = {}
+    for pod in pods:
+        node = pod.spec.node_name if pod.spec else None
+        if not node or m.LABEL_JOB in (pod.metadata.labels or {}):
+            continue
+        if pod.status and pod.status.phase in ("Succeeded", "Failed"):
+            continue
+        gpus = pod_gpu_request(pod)
+        if gpus:
+            held[node] = held.get(node, 0) + gpus
+    return held
+
+
+def pod_gpu_request(pod: Any) -> int:
+    """A pod's effective nvidia.com/gpu request, as the kubelet counts it: the larger of its
+    containers' sum and its biggest init container (requests default to limits)."""
+    def request(container: Any) -> int:
+        resources = container.resources
+        wanted = (resources and (resources.requests or {}).get(GPU_RESOURCE)) or \
+            (resources and (resources.limits or {}).get(GPU_RESOURCE)) or "0"
+        return int(parse_quantity(wanted))
+    spec = pod.spec
+    main = sum(request(c) for c in spec.containers or [])
+    init = max((request(c) for c in spec.init_containers or []), default=0)
+    return max(main, init)
 
 
 def mig_resources(labels: dict[str, str]) -> tuple[MigResource, ...]:

@@ -7,6 +7,7 @@ period; MIG layouts change through mig-manager's `nvidia.com/mig.config` node la
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
@@ -36,7 +37,7 @@ from agents.backends.base import (
     RepartitionState,
     TransientBackendError,
 )
-from agents.backends.k8s_reading import GFD_MIG_STRATEGY, node_inventory, pod_observation
+from agents.backends.k8s_reading import GFD_MIG_STRATEGY, gpus_held_by_others, node_inventory, pod_observation
 
 # A merge patch, not the client's default pick (a JSON patch, which wants a list of operations).
 MERGE_PATCH = "application/merge-patch+json"
@@ -131,8 +132,19 @@ class KubernetesBackend:
             label_selector=self.config.gpu_node_selector,
             _request_timeout=self.config.request_timeout_s,
         )
-        return [node_inventory(node, leaf_switch_label=self.config.leaf_switch_label, tier_label=self.config.tier_label)
-                for node in nodes.items]
+        held = self._gpus_held_by_others()
+        return [dataclasses.replace(item, gpus_used_outside=held.get(item.name, 0))
+                for item in (node_inventory(node, leaf_switch_label=self.config.leaf_switch_label,
+                                            tier_label=self.config.tier_label) for node in nodes.items)]
+
+    def _gpus_held_by_others(self) -> dict[str, int]:
+        """One list of the bound, unfinished pods: the server filters by field, we by label (a
+        DaemonSet's or another scheduler's pod carries no label we could select on)."""
+        pods = self.core.list_pod_for_all_namespaces(
+            field_selector="spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed",
+            _request_timeout=self.config.request_timeout_s,
+        )
+        return gpus_held_by_others(pods.items)
 
     # -- jobs ------------------------------------------------------------------------------
 
