@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "portal",
     "scheduling",
+    "notifications",
     "billing",
     "checkpoints",
     "agents",
@@ -240,7 +241,21 @@ CELERY_BEAT_SCHEDULE = {
     "resume-actions": {"task": "agents.resume_actions", "schedule": float(TESSERA_POLL_INTERVAL_S)},
     "sync-ledger": {"task": "billing.sync_ledger", "schedule": 60.0},
     "check-budgets": {"task": "billing.check_budgets", "schedule": 900.0},  # budget alerts (billing/budgets.py)
+    # Jobs waiting too long, and notices whose task was lost (notifications/tasks.py).
+    "notifications-sweep": {"task": "notifications.sweep", "schedule": 60.0},
 }
+# Notifications (notifications/): mail through this server; a job waiting this long is told about, once.
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "tessera@localhost")
+EMAIL_TIMEOUT = 10  # seconds: a hung mail server fails the attempt, which is retried
+if DEBUG:  # the embedded demo keeps its mail in files instead of looking for a server
+    EMAIL_BACKEND = "django.core.mail.backends.filebased.EmailBackend"
+    EMAIL_FILE_PATH = str(VAR_DIR / "mail")
+TESSERA_NOTIFY_WAITING_S = env_int("TESSERA_NOTIFY_WAITING_S", 3600, minimum=60)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

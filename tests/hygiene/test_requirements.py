@@ -11,7 +11,8 @@ REQUIREMENTS = Path(__file__).resolve().parents[2] / "requirements"
 # Tools that must never reach the production image (issue 11, point 10).
 DEV_ONLY = {"pytest", "pytest-django", "pytest-xdist", "hypothesis", "ruff", "import-linter", "mypy", "playwright",
             "kubernetes-validate", "dockerfile-parse", "uv", "schemathesis",
-            "django-oauth-toolkit"}  # the SSO tests' OpenID Connect provider
+            "django-oauth-toolkit",  # the SSO tests' OpenID Connect provider
+            "aiosmtpd"}  # the notification tests' SMTP server
 
 
 def direct(name: str) -> dict[str, Requirement]:
