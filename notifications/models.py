@@ -84,7 +84,11 @@ class TeamWebhook(models.Model):
         constraints = [models.UniqueConstraint(fields=["team", "name"], name="webhook_name_unique_per_team")]
 
     def __str__(self) -> str:
-        return f"{self.team.name}/{self.name} → {url_shown(self.url)}"
+        return f"{self.team.name}/{self.name} → {self.url_shown}"
+
+    @property
+    def url_shown(self) -> str:
+        return url_shown(self.url)
 
 
 class Notice(models.Model):

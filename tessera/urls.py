@@ -18,6 +18,7 @@ urlpatterns = [
     path("readyz", health.readyz, name="readyz"),
     path("metrics", metrics, name="metrics"),
     path("", include("ui.urls")),
+    path("", include("notifications.urls")),
     path("billing/", include("billing.urls")),
     path("api/v1/billing/", include("billing.api_urls")),
     path("api/v1/", include("ui.api.urls")),

@@ -11,6 +11,8 @@ import pytest
 from aiosmtpd.controller import Controller
 from celery import current_app
 from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
 from django.utils import timezone
 
 from portal.models import BusinessUnit, Membership, Project, Team
@@ -92,6 +94,11 @@ def eager():
     conf.task_always_eager, conf.task_eager_propagates = before
 
 
+@pytest.fixture(autouse=True)
+def fast_passwords(settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def cast(db):
     unit = BusinessUnit.objects.create(name="Research", cost_center="CC-1")
@@ -104,6 +111,20 @@ def cast(db):
         people[name] = User.objects.create_user(name, email=f"{name}@example.org", password=f"{name}-test-pass")
         Membership.objects.create(user=people[name], team=teams[team], role=role)
     return {"teams": teams, "users": people}
+
+
+@pytest.fixture
+def signed_in(cast):
+    """signed_in("lena") → a client signed in as her, checking CSRF as a browser's requests are checked."""
+
+    def sign_in(name):
+        client = Client(enforce_csrf_checks=True)
+        assert client.login(username=name, password=f"{name}-test-pass")
+        client.get(reverse("notifications:preferences"))  # sets the CSRF cookie
+        client.csrf = client.cookies["csrftoken"].value
+        return client
+
+    return sign_in
 
 
 def job_add(cast, *, status="running", name="resnet", owner="max", team="vision") -> Job:
