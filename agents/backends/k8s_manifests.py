@@ -228,3 +228,30 @@ def mig_parted_config(config_name: str, layouts: Mapping[int, Sequence[MigSlot]]
             entry["mig-devices"] = dict(sorted(counts.items()))
         entries.append(entry)
     return {"version": "v1", "mig-configs": {config_name: entries}}
+
+
+EVENT_COMPONENT = "tessera"  # source.component and reportingComponent: `kubectl describe` shows it
+EVENT_MESSAGE_MAX = 1024  # what the API server's event validation allows
+
+
+def event_name(pod_name: str, pod_uid: str, reason: str, message: str) -> str:
+    """One name per (pod, reason, message): a repeat answers 409, and the backend counts it on the
+    same event, as the kubelet's recorder folds repeats into one event with a count."""
+    digest = hashlib.sha256(f"{pod_uid}\0{reason}\0{message}".encode()).hexdigest()[:16]
+    return _check(f"{pod_name[:200]}.{digest}", _DNS_SUBDOMAIN, 253, "event name")
+
+
+def event_manifest(*, pod: Mapping[str, str], reason: str, message: str, warning: bool, at: str,
+                   instance: str) -> dict:
+    """A core/v1 Event about a pod (`pod`: name, namespace, uid), dated `at` (RFC 3339)."""
+    message = message[:EVENT_MESSAGE_MAX]
+    return {
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": event_name(pod["name"], pod["uid"], reason, message), "namespace": pod["namespace"],
+                     "labels": {LABEL_MANAGED_BY: MANAGED_BY}},
+        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": pod["name"], "namespace": pod["namespace"],
+                           "uid": pod["uid"]},
+        "reason": reason, "message": message, "type": "Warning" if warning else "Normal",
+        "source": {"component": EVENT_COMPONENT}, "reportingComponent": EVENT_COMPONENT,
+        "reportingInstance": instance[:128], "firstTimestamp": at, "lastTimestamp": at, "count": 1,
+    }

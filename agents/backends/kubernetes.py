@@ -37,6 +37,7 @@ from agents.backends.base import (
     RepartitionState,
     TransientBackendError,
 )
+from agents.backends.k8s_events import PodEvents
 from agents.backends.k8s_reading import GFD_MIG_STRATEGY, gpus_held_by_others, node_inventory, pod_observation
 
 # A merge patch, not the client's default pick (a JSON patch, which wants a list of operations).
@@ -123,6 +124,7 @@ class KubernetesBackend:
         self.config = config or KubernetesConfig()
         self.core = client.CoreV1Api(self.config.api_client)
         self._resource_version: str | None = None  # where the next watch resumes
+        self.events = PodEvents(self.core, self.config.request_timeout_s)
 
     # -- inventory -------------------------------------------------------------------------
 
@@ -161,7 +163,12 @@ class KubernetesBackend:
             return Outcome.ALREADY_DONE
         if bound_to:
             raise Conflict(f"pod {req.namespace}/{req.pod_name} is already on {bound_to}")
-        return self._post_binding(req)
+        outcome = self._post_binding(req)
+        if outcome is Outcome.DONE:  # the kube-scheduler's words, which `kubectl describe` readers know
+            what = f"MIG {req.mig_profile}" if req.mig_profile else f"{req.gpu_count} GPU(s)"
+            self.events.record(pod, "Scheduled",
+                               f"Successfully assigned {req.namespace}/{req.pod_name} to {req.node_name} ({what})")
+        return outcome
 
     @_api_errors
     def request_checkpoint(self, req: CheckpointRequest) -> Outcome:
@@ -175,6 +182,8 @@ class KubernetesBackend:
             m.ANNOTATION_CHECKPOINT: req.checkpoint_id,
             m.ANNOTATION_CHECKPOINT_REASON: req.reason,
         })
+        self.events.record(pod, "CheckpointRequested",
+                           f"Tessera asked for checkpoint {req.checkpoint_id} ({req.reason})")
         return Outcome.DONE
 
     @_api_errors
@@ -187,6 +196,8 @@ class KubernetesBackend:
             return Outcome.ALREADY_DONE  # already stopping under an earlier request
         # The annotation lands before SIGTERM, so the workload knows why it is being stopped.
         self._annotate(req.namespace, req.pod_name, {m.ANNOTATION_PREEMPTED: req.reason})
+        self.events.record(pod, "Preempted", f"Preempted by Tessera ({req.reason}): stopping with "
+                                             f"{req.grace_seconds} s to checkpoint")
         try:
             self.core.delete_namespaced_pod(
                 req.pod_name,

@@ -94,6 +94,8 @@ class FakeKubeApi:
         self.namespaces: set[str] = set()
         self.configmaps: dict[tuple[str, str], dict] = {}
         self.secrets: dict[tuple[str, str], dict] = {}
+        self.events: dict[tuple[str, str], dict] = {}  # core/v1 Events by (namespace, name)
+        self.event_refusal: ApiError | None = None  # e.g. RBAC without events: 403 on every write
         self.requests: list[tuple[str, str]] = []  # (method, path) in arrival order
         self._rv = 0
         self._events: list[tuple[int, str, dict]] = []  # pod events: (rv, type, object)
@@ -309,6 +311,24 @@ class FakeKubeApi:
         self._event("ADDED", pod)
         return 201, copy.deepcopy(pod)
 
+    def create_event(self, query: dict, body: dict, ns: str) -> tuple[int, dict]:
+        if self.event_refusal is not None:
+            raise self.event_refusal
+        name = body["metadata"]["name"]
+        if (ns, name) in self.events:
+            raise ApiError(409, "AlreadyExists", f'events "{name}" already exists')
+        if body["involvedObject"].get("namespace") != ns:  # the API server's own check
+            raise ApiError(422, "Invalid", "involvedObject.namespace: does not match event.namespace")
+        self.events[(ns, name)] = self._stamp(copy.deepcopy(body))
+        return 201, copy.deepcopy(body)
+
+    def patch_event(self, query: dict, body: Any, ns: str, name: str) -> tuple[int, dict]:
+        if self.event_refusal is not None:
+            raise self.event_refusal
+        if (ns, name) not in self.events:
+            raise ApiError(404, "NotFound", f'events "{name}" not found')
+        return 200, copy.deepcopy(self._stamp(merge_patch(self.events[(ns, name)], body)))
+
     def get_pod(self, query: dict, body: Any, ns: str, name: str) -> tuple[int, dict]:
         return 200, copy.deepcopy(self._get_pod(ns, name))
 
@@ -441,6 +461,8 @@ ROUTES = [
     ("PATCH", r"^/api/v1/namespaces/(?P<ns>[^/]+)/configmaps/(?P<name>[^/]+)$", "patch_configmap"),
     ("POST", r"^/api/v1/namespaces/(?P<ns>[^/]+)/configmaps$", "create_configmap"),
     ("POST", r"^/api/v1/namespaces/(?P<ns>[^/]+)/secrets$", "create_secret"),
+    ("POST", r"^/api/v1/namespaces/(?P<ns>[^/]+)/events$", "create_event"),
+    ("PATCH", r"^/api/v1/namespaces/(?P<ns>[^/]+)/events/(?P<name>[^/]+)$", "patch_event"),
 ]
 _WATCHABLE = re.compile(r"^/api/v1(?:/namespaces/(?P<ns>[^/]+))?/pods$")
 

@@ -81,7 +81,7 @@ def test_bind_creates_the_token_secret_before_the_binding_and_a_retry_reuses_it(
     pod = vision.pod("vision", "vision-42-1700000000-0")
     assert secret["metadata"]["ownerReferences"][0]["uid"] == pod["metadata"]["uid"]
     writes = [r for r in vision.requests if r[0] == "POST"]
-    assert [path.rsplit("/", 1)[-1] for _, path in writes] == ["pods", "secrets", "binding"]
+    assert [path.rsplit("/", 1)[-1] for _, path in writes] == ["pods", "secrets", "binding", "events"]
     assert backend.bind(_bind()) is Outcome.ALREADY_DONE  # the Secret is there: a 409, taken as done
     assert len(vision.secrets) == 1
 

@@ -1,0 +1,66 @@
+"""Events on a job's pods, so `kubectl describe pod` tells what Tessera did: Scheduled, Preempted,
+CheckpointRequested (issue 13, point 6). core/v1 Events with involvedObject = the pod.
+
+An event is a courtesy to whoever reads the pod: recording one never fails or delays the action it
+describes. A repeat (same pod, reason and message) lands on the same event with its count raised,
+as the kubelet's recorder does; that needs `patch` on events, which deploy/rbac.yaml may withhold:
+then the first event stays, count 1.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections import OrderedDict
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from agents.backends import k8s_manifests as m
+
+log = logging.getLogger(__name__)
+MERGE_PATCH = "application/merge-patch+json"
+COUNTS_KEPT = 4096  # repeats remembered per process; a forgotten one counts from 2 again
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class PodEvents:
+    def __init__(self, core: client.CoreV1Api, timeout_s: float, instance: str | None = None) -> None:
+        self.core, self.timeout_s = core, timeout_s
+        self.instance = instance or socket.gethostname()
+        self._counts: OrderedDict[str, int] = OrderedDict()
+
+    def record(self, pod: Any, reason: str, message: str, *, warning: bool = False) -> str | None:
+        """Record an event on `pod` (a client V1Pod); its name, or None when the cluster refused it."""
+        meta = pod.metadata
+        at = _now()
+        body = m.event_manifest(pod={"name": meta.name, "namespace": meta.namespace, "uid": meta.uid or ""},
+                                reason=reason, message=message, warning=warning, at=at, instance=self.instance)
+        name = body["metadata"]["name"]
+        try:
+            try:
+                self.core.create_namespaced_event(meta.namespace, body, _request_timeout=self.timeout_s)
+                self._remember(name, 1)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+                count = self._counts.get(name, 1) + 1
+                self.core.patch_namespaced_event(name, meta.namespace, {"count": count, "lastTimestamp": at},
+                                                 _content_type=MERGE_PATCH, _request_timeout=self.timeout_s)
+                self._remember(name, count)
+        except Exception as exc:  # noqa: BLE001 - an event must never fail the action it describes
+            log.warning("event %s on pod %s/%s not recorded: %s", reason, meta.namespace, meta.name,
+                        getattr(exc, "reason", None) or exc)
+            return None
+        return name
+
+    def _remember(self, name: str, count: int) -> None:
+        self._counts[name] = count
+        self._counts.move_to_end(name)
+        while len(self._counts) > COUNTS_KEPT:
+            self._counts.popitem(last=False)
