@@ -102,12 +102,20 @@ def kubelet(control_plane, kube_admin):
     assert not harness.errors, harness.errors
 
 
-def cluster_rows(nodes: list[GpuNode]) -> None:
-    """The database's picture of the harness's nodes and one team that may use all their GPUs."""
-    tier = CapacityTier.objects.get_or_create(name="on-demand")[0]
+def team_rows() -> None:
+    """The priority classes and one team, vision, that may use 16 GPUs: what no cluster says."""
     for name, value, preemptible, lead_only, description in PRIORITIES:
         PriorityClass.objects.get_or_create(name=name, defaults={
             "value": value, "preemptible": preemptible, "lead_only": lead_only, "description": description})
+    unit = BusinessUnit.objects.create(name="Research", cost_center="CC-1")
+    team = Team.objects.create(name=TEAM, business_unit=unit, guaranteed_gpus=Decimal(16),
+                               burst_limit_gpus=Decimal(16))
+    Project.objects.create(team=team, name="detection")
+
+
+def cluster_rows(nodes: list[GpuNode]) -> None:
+    """The database's picture of the harness's nodes, as typed in the admin, and team_rows()."""
+    tier = CapacityTier.objects.get_or_create(name="on-demand")[0]
     spine = NetworkSwitch.objects.create(name="spine-1", kind="spine")
     leaf = NetworkSwitch.objects.create(name="leaf-1", kind="leaf", parent=spine)
     for spec in nodes:
@@ -116,10 +124,7 @@ def cluster_rows(nodes: list[GpuNode]) -> None:
         for index in range(spec.gpus):
             Gpu.objects.create(node=node, index=index, uuid=f"GPU-{spec.name}-{index}", model="H100-80GB",
                                memory_gb=80)
-    unit = BusinessUnit.objects.create(name="Research", cost_center="CC-1")
-    team = Team.objects.create(name=TEAM, business_unit=unit, guaranteed_gpus=Decimal(16),
-                               burst_limit_gpus=Decimal(16))
-    Project.objects.create(team=team, name="detection")
+    team_rows()
 
 
 IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"

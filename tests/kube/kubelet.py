@@ -109,6 +109,12 @@ class Kubelet:
         self._report_status(node)
         self._renew_lease(node.name)
 
+    def remove_node(self, name: str) -> None:
+        """`kubectl delete node`: the node object goes and its kubelet stops reporting."""
+        with self._lock:
+            self.nodes.pop(name, None)
+        self.core.delete_node(name)
+
     def silence(self, name: str) -> None:
         """The node's kubelet dies: no more leases, status or pod changes."""
         with self._lock:
@@ -153,8 +159,12 @@ class Kubelet:
             live = {name: node for name, node in self.nodes.items() if name not in self.silent}
         if time.monotonic() - self._renewed > 2.0:
             for node in live.values():
-                self._renew_lease(node.name)
-                self._report_status(node)
+                try:
+                    self._renew_lease(node.name)
+                    self._report_status(node)
+                except ApiException as error:
+                    if error.status != 404 or node.name in self.nodes:
+                        raise  # else removed by the test meanwhile: its kubelet is gone too
             self._renewed = time.monotonic()
         pods = [p for p in self.core.list_pod_for_all_namespaces().items if p.spec.node_name in live]
         for pod in pods:
