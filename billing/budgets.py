@@ -2,8 +2,9 @@
 
 Spend is the month's statement lines (billing.lines), so a budget counts exactly what the
 statement charges: usage, idle capacity the policy places on the team, and adjustments. Each
-threshold alerts once per month (BudgetAlert is unique on budget × month × threshold), by mail to
-the team's leads, or for a business unit to the Finance group.
+threshold alerts once per month (BudgetAlert is unique on budget × month × threshold), through
+notifications (mail, as each person's preferences say, and the team's webhooks) to the team's
+leads, or for a business unit to the Finance group.
 """
 
 from collections import defaultdict
@@ -12,7 +13,6 @@ from datetime import datetime
 from decimal import ROUND_HALF_UP, Decimal
 
 from django.contrib.auth import get_user_model
-from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -20,6 +20,8 @@ from billing.ledger import Row
 from billing.lines import statement_rows
 from billing.models import Budget, BudgetAlert, LineKind, parse_thresholds
 from billing.periods import Month
+from notifications.models import Event
+from notifications.services import notice_add
 from portal.models import FINANCE_GROUP, Membership
 
 
@@ -93,13 +95,14 @@ def budget_statuses(month: Month, *, now: datetime | None = None, rows: list[Row
     return statuses
 
 
-def recipients(budget: Budget) -> list[str]:
-    users = get_user_model().objects.filter(is_active=True).exclude(email="")
+def recipients(budget: Budget) -> list:
+    """Who hears of the budget's alerts: the team's leads, or for a business unit the Finance group."""
+    users = get_user_model().objects.filter(is_active=True)
     if budget.team_id:
         users = users.filter(memberships__team_id=budget.team_id, memberships__role=Membership.Role.LEAD)
     else:
         users = users.filter(groups__name=FINANCE_GROUP)
-    return sorted(set(users.values_list("email", flat=True)))
+    return list(users.distinct().order_by("username"))
 
 
 def budget_alerts_send(*, now: datetime | None = None) -> list[BudgetAlert]:
@@ -115,14 +118,16 @@ def budget_alerts_send(*, now: datetime | None = None) -> list[BudgetAlert]:
 
 
 def _alert(status: BudgetStatus, threshold: int) -> BudgetAlert | None:
-    budget, to = status.budget, recipients(status.budget)
+    budget, people = status.budget, recipients(status.budget)
     try:
-        with transaction.atomic():  # the row and the mail together: a failed send is retried next time
+        # The row and its notice together; the notice's deliveries are sent, and retried, after the commit.
+        with transaction.atomic():
             alert = BudgetAlert.objects.create(budget=budget, month=status.month.first_day, threshold=threshold,
-                                               spent=status.spent, recipients=", ".join(to))
-            if to:
-                send_mail(f"[Tessera] {budget.owner_name} passed {threshold}% of its GPU budget for {status.month}",
-                          _body(status, threshold), None, to)
+                                               spent=status.spent,
+                                               recipients=", ".join(sorted({u.email for u in people if u.email})))
+            notice_add(key=f"budget-alert:{alert.pk}", event=Event.BUDGET, team_id=budget.team_id, users=people,
+                       subject=f"{budget.owner_name} passed {threshold}% of its GPU budget for {status.month}",
+                       text=_body(status, threshold))
     except IntegrityError:  # alerted already (or by a concurrent worker)
         return None
     return alert

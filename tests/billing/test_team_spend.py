@@ -75,23 +75,40 @@ def spent():
 NOW = datetime(2026, 2, 20, tzinfo=UTC)
 
 
-def test_budget_status_and_alerts_once_per_threshold(spent):
+@pytest.fixture
+def alerts_sent(django_capture_on_commit_callbacks):
+    """budget_alerts_send, its notices delivered as a worker would after the commit (tasks in-process)."""
+    from celery import current_app
+
+    def send(**kwargs):
+        before = current_app.conf.task_always_eager
+        current_app.conf.task_always_eager = True
+        try:
+            with django_capture_on_commit_callbacks(execute=True):
+                return budget_alerts_send(**kwargs)
+        finally:
+            current_app.conf.task_always_eager = before
+
+    return send
+
+
+def test_budget_status_and_alerts_once_per_threshold(spent, alerts_sent):
     budget = Budget.objects.create(team=spent.team, monthly_amount=Decimal("250"), thresholds="50,80,100")
     [status] = budget_statuses(Month(2026, 2), now=NOW)
     assert (status.spent, status.percent, status.crossed, status.state) == (Decimal("200.00"), Decimal("80.0"),
                                                                          [50, 80], "warning")
     assert status.projected == (Decimal(200) / Decimal(str(round(19 / 28, 6)))).quantize(Decimal("0.01"))  # pace
-    alerts = budget_alerts_send(now=NOW)
+    alerts = alerts_sent(now=NOW)
     assert sorted(a.threshold for a in alerts) == [50, 80]
     assert [m.to for m in mail.outbox] == [["lead@example.org"]] * 2 and "80%" in mail.outbox[1].subject
-    assert budget_alerts_send(now=NOW) == [] and len(mail.outbox) == 2  # never twice
+    assert alerts_sent(now=NOW) == [] and len(mail.outbox) == 2  # never twice
     budget.monthly_amount = Decimal("150")
     budget.save()
-    assert [a.threshold for a in budget_alerts_send(now=NOW)] == [100]
+    assert [a.threshold for a in alerts_sent(now=NOW)] == [100]
     assert BudgetAlert.objects.count() == 3
 
 
-def test_a_business_unit_budget_alerts_finance(spent):
+def test_a_business_unit_budget_alerts_finance(spent, alerts_sent):
     from django.contrib.auth.models import Group
 
     from portal.models import FINANCE_GROUP
@@ -99,8 +116,24 @@ def test_a_business_unit_budget_alerts_finance(spent):
     fiona = User.objects.create_user("fiona-test", email="finance@example.org")
     fiona.groups.add(Group.objects.get(name=FINANCE_GROUP))
     Budget.objects.create(business_unit=spent.team.business_unit, monthly_amount=Decimal("100"), thresholds="90")
-    [alert] = budget_alerts_send(now=NOW)
+    [alert] = alerts_sent(now=NOW)
     assert alert.recipients == "finance@example.org" and mail.outbox[0].to == ["finance@example.org"]
+
+
+def test_a_team_budget_alert_is_also_posted_to_the_teams_webhook(spent, alerts_sent):
+    from notifications.models import TeamWebhook
+    from tests.notifications.conftest import Receiver
+
+    receiver = Receiver()
+    try:
+        TeamWebhook.objects.create(team=spent.team, name="chat", url=receiver.url, events=["budget"])
+        Budget.objects.create(team=spent.team, monthly_amount=Decimal("250"), thresholds="50")
+        alerts_sent(now=NOW)
+    finally:
+        receiver.server.shutdown()
+        receiver.server.server_close()
+    assert len(receiver.posts) == 1 and "passed 50% of its GPU budget" in receiver.posts[0]["json"]["text"]
+    assert len(mail.outbox) == 1
 
 
 def test_a_budget_belongs_to_exactly_one_team_or_unit(spent):
