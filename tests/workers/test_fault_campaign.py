@@ -1,4 +1,4 @@
-"""The fault campaign (bench/fault_campaign.py) in the suite: a seeded, modest run that injects
+"""The fault campaign (bench/faults/, run by bench/fault_campaign.py) in the suite: a seeded, modest run that injects
 every kind of fault into the real workers and checks the invariants after each one. The full
 figure is `python bench/fault_campaign.py --faults 1000`."""
 
@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from bench.fault_campaign import FAULTS, Campaign
+from bench.faults.driver import Campaign
+from bench.faults.injection import FAULTS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 COUNT = int(os.environ.get("TESSERA_CAMPAIGN_FAULTS", str(len(FAULTS))))
