@@ -14,7 +14,7 @@ from datetime import datetime
 
 from django.db import transaction
 
-from agents.backends.base import RECLAIM_TAINT, NodeInventory
+from agents.backends.base import RECLAIM_TAINT, MigStrategy, NodeInventory
 from billing.services import usage_intervals_close_for_node
 from scheduling.engine import mig
 from scheduling.models import CapacityTier, Gpu, Job, NetworkSwitch, Node
@@ -38,7 +38,7 @@ class NodeValues:
 
     name: str
     gpu_model: str
-    gpu_count: int
+    gpu_count: int | None  # None: the labels do not say (MIG single strategy): the rows stay as they are
     gpu_memory_gb: float
     mig_capable: bool
     cpu_cores: int
@@ -82,8 +82,11 @@ def node_values(item: NodeInventory) -> NodeValues:
     else:
         memory_gb = round((item.gpu_memory_mib or 1024) / 1024, 1)
     tiers = {choice.value for choice in CapacityTier.Name}
+    # Single strategy: GFD counts MIG devices, not GPUs, and names the product "<model>-MIG-<profile>".
+    single = item.mig_strategy == MigStrategy.SINGLE
     return NodeValues(
-        name=item.name, gpu_model=model, gpu_count=item.gpu_count, gpu_memory_gb=max(1.0, memory_gb),
+        name=item.name, gpu_model=model, gpu_count=None if single else item.gpu_count,
+        gpu_memory_gb=max(1.0, memory_gb),
         mig_capable=item.mig_capable and geometry is not None,
         cpu_cores=max(1, item.cpu_millicores // 1000), memory_gb=max(1, item.memory_mib // 1024),
         leaf_switch=item.leaf_switch or None, tier=item.tier if item.tier in tiers else None,
@@ -99,9 +102,13 @@ def inventory_sync(*, inventory: list[NodeInventory], now: datetime) -> dict[str
     """Rows to match the cluster: new nodes join (JOINING until their agent reports or the cluster
     says Ready: agents/services.py), changed ones are updated, removed ones leave the snapshot."""
     seen = {item.name: node_values(item) for item in inventory}
-    existing = set(Node.objects.values_list("name", flat=True))
+    rows = {node.name: node for node in Node.objects.select_related("tier", "leaf_switch").prefetch_related("gpus")}
+    existing = set(rows)
     added = sorted(set(seen) - existing)
-    changed = [name for name, values in sorted(seen.items()) if node_apply(values=values)]
+    # Read once, write only what differs: a steady cluster costs two queries a poll, not a
+    # locked transaction per node (9 s a poll at 500 nodes under load, measured).
+    changed = [name for name, values in sorted(seen.items())
+               if (name not in rows or node_differs(rows[name], values)) and node_apply(values=values)]
     gone = sorted(existing - set(seen))
     if not seen and gone:
         # No GPU node at all is a wrong node selector or RBAC far more often than a real cluster:
@@ -110,6 +117,25 @@ def inventory_sync(*, inventory: list[NodeInventory], now: datetime) -> dict[str
         gone = []
     removed = [name for name in gone if node_remove(name=name, at=now)]
     return {"added": added, "changed": [name for name in changed if name not in added], "removed": removed}
+
+
+def node_differs(node: Node, values: NodeValues) -> bool:
+    """Whether node_apply would change anything (`node` with its GPUs prefetched)."""
+    wanted = {"gpu_model": values.gpu_model, "cpu_cores": values.cpu_cores, "memory_gb": values.memory_gb,
+              "schedulable": values.schedulable, "allocatable_gpus": values.allocatable_gpus,
+              "gpus_used_outside": values.gpus_used_outside}
+    if any(getattr(node, name) != value for name, value in wanted.items()):
+        return True
+    if values.leaf_switch is not None and node.leaf_switch.name != values.leaf_switch:
+        return True
+    if values.tier is not None and node.tier.name != values.tier:
+        return True
+    if values.gpu_count is None:
+        return False
+    gpus = list(node.gpus.all())
+    return sorted(gpu.index for gpu in gpus) != list(range(values.gpu_count)) or any(
+        (gpu.model, gpu.memory_gb) != (values.gpu_model, values.gpu_memory_gb)
+        or (gpu.mig_capable != values.mig_capable and not gpu.mig_enabled) for gpu in gpus)
 
 
 @transaction.atomic
@@ -144,6 +170,8 @@ def _leaf(name: str) -> NetworkSwitch:
 def _gpus_apply(node: Node, values: NodeValues) -> bool:
     """GPU rows 0..count-1 of the cluster's model. One beyond the count (the node shrank) goes if
     no placement or bill names it, else it stays out of use (unhealthy) to keep the history."""
+    if values.gpu_count is None:
+        return False
     rows = {gpu.index: gpu for gpu in Gpu.objects.filter(node=node)}
     changed = False
     for index in range(values.gpu_count):
