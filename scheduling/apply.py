@@ -22,8 +22,14 @@ from scheduling.payloads import AllocationRequest, BindPayload, PreemptPayload, 
 from scheduling.services import job_event_add, placement_start
 
 log = logging.getLogger(__name__)
-PREEMPTION_WHY = {PreemptReason.PREEMPT: "run a higher-priority job", PreemptReason.RECLAIM: "reclaim its guarantee",
-                  PreemptReason.CONSOLIDATE: "start (it restarts from its checkpoint on free GPUs elsewhere)"}
+# Why a job is asked to stop, as a whole sentence about the job that needs its GPUs ({job}: "job #807").
+PREEMPTION_WHY = {
+    PreemptReason.PREEMPT: "Asked to stop so that {job}, of a higher priority, can start.",
+    PreemptReason.RECLAIM: "Asked to stop so that {job} can start: its team is taking back the guaranteed GPUs "
+                           "this job borrowed.",
+    PreemptReason.CONSOLIDATE: "Asked to stop so that {job} can start; this job restarts from its checkpoint on "
+                               "free GPUs elsewhere.",
+}
 
 
 @dataclass
@@ -138,8 +144,8 @@ def _request_preemption(job: Job | None, preemption: engine.Preempt, now, result
     if created:
         result.action_ids.append(action.pk)
         job_event_add(job=job, at=now, kind="preemption-requested",
-                      message=f"Asked to stop so job #{preemption.for_job_id} can "
-                              f"{PREEMPTION_WHY[preemption.reason]}.")
+                      message=PREEMPTION_WHY[preemption.reason].format(
+                          job=f"job #{preemption.for_job_id}" if preemption.for_job_id else "another job"))
 
 
 def _row_id(engine_id: str | None) -> int | None:
@@ -180,6 +186,8 @@ def _write_pending_info(plan: engine.Plan, now) -> set[int]:
     rows = [(int(job_id), info.reason[:40], info.message[:500],
              now + timedelta(seconds=max(0.0, info.eta - now.timestamp())) if info.eta is not None else None,
              info.team_position, info.overall_position) for job_id, info in plan.pending.items()]
+    if connection.vendor != "postgresql":
+        return _write_pending_rows_portably(rows)
     teams: set[int] = set()
     with connection.cursor() as cursor:
         for start in range(0, len(rows), PENDING_BATCH):
@@ -187,4 +195,22 @@ def _write_pending_info(plan: engine.Plan, now) -> set[int]:
             sql = PENDING_INFO_SQL.format(table=Job._meta.db_table, rows=", ".join([PENDING_ROW_SQL] * len(batch)))
             cursor.execute(sql, [value for row in batch for value in row] + [list(Job.WAITING_STATUSES)])
             teams.update(team_id for (team_id,) in cursor.fetchall())
+    return teams
+
+
+PENDING_FIELDS = ("pending_reason_code", "pending_reason", "estimated_start", "queue_position_team",
+                  "queue_position_overall")
+
+
+def _write_pending_rows_portably(rows: list[tuple]) -> set[int]:
+    """The same writes for the embedded demo's SQLite (no UPDATE … FROM VALUES with casts): row by
+    row, only the rows that changed; its queue is a handful of jobs."""
+    current = {row[0]: row[1:] for row in Job.objects.filter(pk__in=[r[0] for r in rows],
+                                                             status__in=Job.WAITING_STATUSES)
+               .values_list("pk", "team_id", *PENDING_FIELDS)}
+    teams: set[int] = set()
+    for job_id, *values in rows:
+        if job_id in current and tuple(current[job_id][1:]) != tuple(values):
+            Job.objects.filter(pk=job_id).update(**dict(zip(PENDING_FIELDS, values, strict=True)))
+            teams.add(current[job_id][0])
     return teams
