@@ -1,8 +1,17 @@
+from django import forms
 from django.contrib import admin
+from django.db import models
 from django.db.models import Count
 from django.utils import timezone
 
-from portal.models import ApiToken, BusinessUnit, Membership, Project, Team
+from portal.models import ApiToken, BusinessUnit, Membership, Project, Team, units
+
+
+class UnitsInput(forms.NumberInput):
+    """A GPU-unit field shows 16, not the column's 16.000."""
+
+    def format_value(self, value):
+        return units(value) if value not in (None, "") and not isinstance(value, str) else super().format_value(value)
 
 
 class MembershipInline(admin.TabularInline):
@@ -31,13 +40,22 @@ class BusinessUnitAdmin(admin.ModelAdmin):
 
 @admin.register(Team)
 class TeamAdmin(admin.ModelAdmin):
-    list_display = ["name", "business_unit", "guaranteed_gpus", "burst_limit_gpus", "weight", "max_waiting_jobs",
+    list_display = ["name", "business_unit", "guaranteed", "burst_limit", "weight", "max_waiting_jobs",
                     "max_submits_per_minute"]
+    formfield_overrides = {models.DecimalField: {"widget": UnitsInput}}
     list_filter = ["business_unit"]
     search_fields = ["name", "business_unit__name"]
     list_select_related = ["business_unit"]
     filter_horizontal = ["allowed_priority_classes"]
     inlines = [ProjectInline, MembershipInline]
+
+    @admin.display(description="guaranteed GPUs", ordering="guaranteed_gpus")
+    def guaranteed(self, team):
+        return units(team.guaranteed_gpus)
+
+    @admin.display(description="burst limit GPUs", ordering="burst_limit_gpus")
+    def burst_limit(self, team):
+        return units(team.burst_limit_gpus)
 
 
 @admin.register(Project)

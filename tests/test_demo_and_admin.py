@@ -47,8 +47,8 @@ def test_pages_need_a_signed_in_user(client):
 def test_a_demo_user_signs_in_and_sees_their_team(client):
     demo_load()
     assert client.login(username="alice", password="alice-demo-pass")
-    response = client.get(reverse("home"))
-    assert b"search" in response.content
+    response = client.get(reverse("home"), follow=True)
+    assert response.redirect_chain == [("/teams/search/", 302)] and b"search" in response.content
 
 
 @pytest.mark.parametrize("model", [m for m in apps.get_models() if m in admin.site._registry

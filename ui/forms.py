@@ -13,7 +13,8 @@ class JobSubmitForm(forms.Form):
     project = forms.ChoiceField(required=False)
     name = forms.SlugField(max_length=100, help_text="Letters, digits, '-' and '_'.")
     kind = forms.ChoiceField(choices=Job.Kind.choices)
-    priority_class = forms.ChoiceField(label="Priority")
+    priority_class = forms.ChoiceField(label="Priority",
+                                       help_text="Starts at the lowest; a higher class may preempt lower ones.")
     gpus = forms.IntegerField(min_value=0, max_value=4096, initial=0, label="Whole GPUs",
                               help_text="0 for a sub-GPU job sized by its memory need.")
     gpu_memory_gb = forms.FloatField(min_value=0, initial=0, label="Memory need per GPU (GiB)")
@@ -39,6 +40,10 @@ class JobSubmitForm(forms.Form):
         self.fields["team"].choices = [(t.name, t.name) for t in teams]
         self.fields["project"].choices = [("", "(first project)")] + [(p, p) for p in projects]
         self.fields["priority_class"].choices = [(c.name, f"{c.name} ({c.value})") for c in priority_classes]
+        # Every kind may use every class the team allows, so the default is the lowest of them:
+        # a higher class (production never yields) is a choice a person makes, not a default.
+        if priority_classes:
+            self.fields["priority_class"].initial = min(priority_classes, key=lambda c: c.value).name
         self.fields["gpu_models"].choices = [(m, m) for m in gpu_models]
 
 

@@ -5,6 +5,7 @@ from ui import account, history, views
 app_name = "ui"
 
 urlpatterns = [
+    path("teams/", views.teams, name="teams"),
     path("teams/<slug:team>/", views.dashboard, name="dashboard"),
     path("teams/<slug:team>/priorities/", views.priorities, name="priorities"),
     path("teams/<slug:team>/queue/move/", views.queue_move, name="queue_move"),

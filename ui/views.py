@@ -24,7 +24,17 @@ CHART_CACHE_S = 60
 
 @login_required
 def home(request):
-    memberships = Membership.objects.filter(user=request.user).select_related("team")
+    """Signing in lands on the user's team dashboard (the first team by name, as the bar's selector
+    starts); people in no team (finance, staff) get the list of teams they may look at."""
+    first = Membership.objects.filter(user=request.user).order_by("team__name").values_list("team__name", flat=True)
+    if first:
+        return redirect("ui:dashboard", team=first[0])
+    return teams(request)
+
+
+@login_required
+def teams(request):
+    memberships = Membership.objects.filter(user=request.user).select_related("team").order_by("team__name")
     others = selectors.teams_visible_to(request.user).exclude(memberships__user=request.user) \
         if access.sees_all_usage(request.user) else Team.objects.none()
     return render(request, "home.html", {"memberships": memberships, "other_teams": others})

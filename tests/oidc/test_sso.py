@@ -34,7 +34,7 @@ def test_a_provider_user_signs_in_and_gets_the_teams_and_roles_of_their_groups(s
     assert roles(olivia) == {"search": "lead", "vision": "viewer"}  # the higher of two roles in a team
     assert olivia.groups.filter(name=FINANCE_GROUP).exists() and not olivia.is_staff
     assert olivia.email == "olivia@example.org" and not olivia.has_usable_password()
-    assert b"olivia" in client.get("/").content
+    assert b"olivia" in client.get("/", follow=True).content
 
 
 def test_each_sign_in_follows_the_groups_as_they_change(sso, client, teams):

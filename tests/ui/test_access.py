@@ -21,7 +21,10 @@ ALL_SIGNED_IN = dict.fromkeys(["lead", "member", "viewer", "finance", "staff", "
 TEAM_READERS = {"lead": 200, "member": 200, "viewer": 200, "staff": 200}
 
 GET_CASES = [
-    ("home", lambda j: reverse("home"), ALL_SIGNED_IN),
+    # Signing in lands on the first team's dashboard; people in no team get the list of teams.
+    ("home", lambda j: reverse("home"), {**dict.fromkeys(["lead", "member", "viewer", "other_lead"], 302),
+                                         "finance": 200, "staff": 200}),
+    ("teams", lambda j: reverse("ui:teams"), ALL_SIGNED_IN),
     ("dashboard", lambda j: reverse("ui:dashboard", args=["alpha"]), {**TEAM_READERS, "finance": 200}),
     ("priorities", lambda j: reverse("ui:priorities", args=["alpha"]),
      {"lead": 200, "staff": 200, "member": 403, "viewer": 403, "finance": 403}),

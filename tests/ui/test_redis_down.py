@@ -26,7 +26,7 @@ def test_sign_in_pages_and_submit_work_with_redis_down(users, jobs, redis_down):
     assert client.get(reverse("login")).status_code == 200
     response = client.post(reverse("login"), {"username": "alice", "password": "alice-test-pass"})
     assert response.status_code == 302, response.content[:500]
-    assert client.get(reverse("home")).status_code == 200
+    assert client.get(reverse("home"), follow=True).status_code == 200
     assert client.get(reverse("ui:dashboard", args=["alpha"])).status_code == 200
     data = {"team": "alpha", "name": "while-redis-is-down", "kind": "training", "priority_class": "training",
             "gpus": 1, "cpu_cores": 4, "memory_gb": 8, "gpu_memory_gb": 0, "gang": "on"}

@@ -1,6 +1,7 @@
 """The navigation bar's data: the user's teams, the current one, and which links they get."""
 
 from django import template
+from django.utils import dateformat, timezone
 
 from portal import access
 from portal.models import units
@@ -33,6 +34,18 @@ def tessera_nav(context) -> dict:
 def units_filter(amount) -> str:
     """GPU units as people write them (16, not 16.000)."""
     return units(amount)
+
+
+# The portal's one way to write a moment: sortable, unambiguous, with its zone (settings.TIME_ZONE).
+WHEN_FORMAT = "Y-m-d H:i T"
+
+
+@register.filter
+def when(moment) -> str:
+    """'2026-12-04 10:17 UTC' for a datetime; '' for none (pair it with |default:"never")."""
+    if not moment:
+        return ""
+    return dateformat.format(timezone.localtime(moment), WHEN_FORMAT)
 
 
 @register.filter
