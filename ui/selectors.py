@@ -115,7 +115,13 @@ def team_utilisation_series(team, hours: int = 24) -> dict:
                  & (Q(gpu__placements__ended_at__isnull=True) | Q(gpu__placements__ended_at__gt=F("at"))))
     rows = (GpuSample.objects.filter(held_then, at__gte=since).annotate(hour=TruncHour("at"))
             .values("hour").annotate(mean=Avg("utilization")).order_by("hour"))
-    return {"x": [r["hour"].isoformat() for r in rows], "y": [round(100 * r["mean"], 1) for r in rows]}
+    means = {row["hour"]: round(100 * row["mean"], 1) for row in rows}
+    if not means:
+        return {"x": [], "y": []}  # the chart says "no samples yet"
+    # The allocation chart's hours, an hour without samples a gap: the two charts share one time axis,
+    # and a single sampled hour is not stretched over the whole width.
+    buckets = [since.replace(minute=0, second=0, microsecond=0) + timedelta(hours=i) for i in range(hours + 1)]
+    return {"x": [b.isoformat() for b in buckets], "y": [means.get(b) for b in buckets]}
 
 
 def job_events(job):
