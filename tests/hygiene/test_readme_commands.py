@@ -40,6 +40,8 @@ SKIPPED = [
     (r"^curl ", "needs a job pod's token or a named token and host (placeholders); tests/checkpoints and "
                 "tests/ui test the same endpoints"),
     (r"^(DEBUG=1 )?\.venv/bin/python bench/", LONG),
+    (r"^\.venv/bin/python tools/demo_screenshots\.py$", "needs make demo serving on port 8000; "
+                                                       "tests/test_demo_keeps_showing.py checks what it shows"),
     (r"^DEBUG=1 \.venv/bin/python manage.py simulate (fill|run|sweep) ", LONG),
     (r"^DEBUG=1 \.venv/bin/python manage.py simulate generate .*--out examples/sim/mixed-256$",
      "rewrites the committed example in examples/sim/; tests/simulator_run generate scenarios"),

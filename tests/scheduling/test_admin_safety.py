@@ -105,7 +105,7 @@ def test_quotas_print_as_people_write_them(client):
     demo_load()
     client.login(username="alice", password="alice-demo-pass")
     for url in [reverse("ui:teams"), reverse("ui:dashboard", args=["search"]), "/admin/portal/team/",
-                "/admin/portal/team/%d/change/" % Team.objects.get(name="search").pk]:
+                f"/admin/portal/team/{Team.objects.get(name='search').pk}/change/"]:
         if url.startswith("/admin/"):
             client.login(username="admin", password="admin-demo-pass")
         body = client.get(url).content.decode()
