@@ -45,6 +45,8 @@ SKIPPED = [
     (r"^DEBUG=1 \.venv/bin/python manage.py simulate (fill|run|sweep) ", LONG),
     (r"^DEBUG=1 \.venv/bin/python manage.py simulate generate .*--out examples/sim/mixed-256$",
      "rewrites the committed example in examples/sim/; tests/simulator_run generate scenarios"),
+    (r"^python manage.py migrate$", "a deployment's migration Job runs it in the image; make demo migrates itself"),
+    (r"^docker build ", "needs Docker; tests/hygiene/test_image.py checks the Dockerfile and what it copies"),
     (r"…|<name>", "a pattern with placeholders, not a command"),
     (r"^(\.venv/bin/)?python$", "the interpreter named, not a command"),
 ]
