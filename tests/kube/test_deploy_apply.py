@@ -60,9 +60,11 @@ def fresh_cluster(tmp_path_factory):
 
 
 def base_for_1_20(folder: Path) -> Path:
-    """A copy of deploy/ that a 1.20 API server accepts (see the module's docstring)."""
+    """A copy of deploy/ (and of the OpenShift overlay beside it, as in the repository) that a 1.20
+    API server accepts (see the module's docstring)."""
     copy = folder / "deploy"
     shutil.copytree(ROOT / "deploy", copy, ignore=shutil.ignore_patterns("grafana"))
+    shutil.copytree(ROOT / "examples" / "openshift", folder / "examples" / "openshift")
     budgets = copy / "disruption.yaml"
     budgets.write_text(budgets.read_text().replace("apiVersion: policy/v1\n", "apiVersion: policy/v1beta1\n"))
     return copy
@@ -136,3 +138,19 @@ def test_the_secret_templates_pass_the_servers_validation(fresh_cluster):
     checked = kubectl(fresh_cluster, "apply", "--dry-run=server", "-f", str(ROOT / "deploy" / "secrets.example.yaml"))
     assert checked.returncode == 0, checked.stderr
     assert checked.stdout.count("(server dry run)") == 2, checked.stdout
+
+
+def test_the_openshift_overlay_moves_the_mig_config_rights_to_its_operator_namespace(fresh_cluster, tmp_path):
+    base = base_for_1_20(tmp_path)
+    with fresh_cluster.admin_client() as admin:
+        core = client.CoreV1Api(admin)
+        core.create_namespace({"metadata": {"name": "nvidia-gpu-operator"}})
+        applied = kubectl(fresh_cluster, "apply", "-k", str(base.parent / "examples" / "openshift"))
+        assert applied.returncode == 0, applied.stdout + applied.stderr
+        rbac = client.RbacAuthorizationV1Api(admin)
+        assert rbac.read_namespaced_role("tessera-mig-config", "nvidia-gpu-operator").rules
+        binding = rbac.read_namespaced_role_binding("tessera-mig-config", "nvidia-gpu-operator")
+        assert binding.subjects[0].name == "tessera-backend"
+        config = core.read_namespaced_config_map("tessera-config", "tessera-system").data
+        assert config["TESSERA_GPU_OPERATOR_NAMESPACE"] == "nvidia-gpu-operator"
+        assert config["TESSERA_MIG_CONFIGMAP"] == "tessera-mig-parted-config"  # the rest as the base says
