@@ -58,6 +58,8 @@ def test_a_silent_node_requeues_its_job_billed_to_the_last_heartbeat(gpu_cluster
     gpu_cluster.silence(node_name)
     silenced_at = time.time()
     wait_for(lambda: node_ready(core, node_name) != "True", what="the controller manager's NotReady", timeout=60)
+    wait_for(lambda: "node.kubernetes.io/unreachable" in {t.key for t in core.read_node(node_name).spec.taints or []},
+             what="the node lifecycle controller's unreachable taint", timeout=30)
     # The polls go on; the silent node no longer answers and is lost after 2 missed 1 s polls.
     wait_for(lambda: node_name in kube_workers.run(tasks.poll_agents)["lost"], what="node lost", timeout=30,
              every=1.0)
