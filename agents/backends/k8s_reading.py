@@ -140,7 +140,24 @@ def pod_observation(pod: Any, deleted: bool = False) -> JobObservation | None:
         terminating=pod.metadata.deletion_timestamp is not None,
         message=message,
         annotations=dict(pod.metadata.annotations or {}),
+        finished_at=_finished_at(pod),
+        started_at=_timestamp(pod.status.start_time if pod.status else None),
     )
+
+
+def _finished_at(pod: Any) -> float | None:
+    """When the pod's last container ended, once all have: a completed job is billed until then,
+    not until the poll that noticed."""
+    containers = (pod.status and pod.status.container_statuses) or []
+    ends = [c.state.terminated.finished_at if c.state and c.state.terminated else None for c in containers]
+    if not ends or None in ends:
+        return None
+    return _timestamp(max(ends))
+
+
+def _timestamp(moment: Any) -> float | None:
+    """The client's datetime (aware, UTC) as UNIX time."""
+    return moment.timestamp() if moment is not None else None
 
 
 def _termination(pod: Any) -> tuple[str | None, int | None, str | None]:
