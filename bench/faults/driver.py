@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bench.faults.cluster import cluster_create, job_submit
 from bench.faults.injection import FAULTS, INJECT, PROCESS_FAULTS
-from bench.faults.invariants import billed_without_pod, check, orphan_pods
+from bench.faults.invariants import billed_without_pod, check, orphan_pods, unreconciled_pods
 from bench.faults.processes import TASKS, WORKER_SETTINGS, PrivateRedis, Worker
 from bench.faults.report import Report
 
@@ -160,7 +160,7 @@ class Campaign:
         pending_nodes = any(node["gone"] or node["reclaim_at"] for node in state["nodes"].values()) or \
             Node.objects.exclude(state=Node.State.READY).exists()
         return not pending_nodes and not ActionRequest.objects.filter(state="requested").exists() and \
-            not orphan_pods(state)
+            not orphan_pods(state) and not unreconciled_pods(state)
 
     # -- the run ----------------------------------------------------------------------------------------
 
@@ -189,7 +189,11 @@ class Campaign:
 
     def _check(self, number: int, kind: str, progress: bool) -> None:
         """The invariants after fault `number`; each violation is reported once, when first found."""
-        found = [v for v in check(self.sim, self.job_ids) if v not in self.seen]
+        found = check(self.sim, self.job_ids)
+        if found and not self._quiet():  # the cluster moved on while it was read (a pod ended): again
+            self.settle()
+            found = check(self.sim, self.job_ids)
+        found = [v for v in found if v not in self.seen]
         self.seen.update(found)
         self.report.violations += [f"#{number} {kind}: {v}" for v in found]
         self.report.violated_after[kind] += len(found)
