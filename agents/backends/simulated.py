@@ -176,8 +176,10 @@ class SimulatedBackend:
                     raise Conflict(f"pod {key} is job {pod['job_id']} on {pod['node']}")
                 return Outcome.ALREADY_DONE
             node = state["nodes"].get(req.node_name)
-            if node is None or node["gone"] or not node["answering"]:
+            if node is None or node["gone"]:
                 raise BackendError(f"node {req.node_name} is not available")
+            if not node["answering"]:  # silent, not known lost: the agent may be back in a moment
+                raise TransientBackendError(f"node {req.node_name} is not answering")
             env = dict(req.env)
             indexes = [int(i) for i in env.get(ENV_GPU_INDEXES, "").split(",") if i]
             _check_free(state, req, node, indexes)

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import OperationalError
 
 from agents.actions import action_advance
+from agents.backends.base import TransientBackendError
 from billing.models import UsageInterval
 from scheduling.cycle import decide_and_apply
 from scheduling.models import ActionRequest
@@ -79,3 +80,19 @@ def test_a_bind_retried_after_its_pod_was_made_is_billed_from_that_pod(cluster):
     started = _pod_started_at(cluster, job)
     for start in _billing_starts(job):  # from the pod's own start, as the cluster reports it
         assert abs((start - started).total_seconds()) < 0.01, (start, started)
+
+
+def test_a_bind_to_a_silent_node_waits_for_it_instead_of_counting_a_refusal(cluster):
+    """A node silent for a moment (not yet lost) made binds fail three times in a second and the
+    job fail for good (the fault campaign's node losses); now the bind retries until the node
+    answers, or until the node is written off and the job requeued."""
+    cluster.lose_node("r-01")
+    job, bind = _place_four_gpu_job(cluster)
+    with pytest.raises(TransientBackendError):
+        action_advance(action_id=bind.pk, backend=cluster)
+    job.refresh_from_db()
+    assert job.status == "running" and not job.events.filter(kind__startswith="bind-").exists()
+    cluster.revive_node("r-01")
+    assert action_advance(action_id=bind.pk, backend=cluster) == "confirmed"
+    started = _pod_started_at(cluster, job)
+    assert all(start >= started for start in _billing_starts(job))
