@@ -2,7 +2,10 @@
 workloads name (but the Secrets, which are templates, and the prerequisites the README lists), and
 names the image the Dockerfile builds. tests/kube/test_deploy_apply.py applies it to a real cluster."""
 
+import os
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -122,3 +125,20 @@ def test_the_secret_templates_would_not_start_anything(monkeypatch):
     monkeypatch.setenv("TESSERA_METRICS_TOKEN", secrets["stringData"]["TESSERA_METRICS_TOKEN"])
     with pytest.raises(ImproperlyConfigured, match="TESSERA_METRICS_TOKEN"):
         env.env_token("TESSERA_METRICS_TOKEN")
+
+
+def test_the_wait_for_migrations_check_fails_until_migrated_then_passes(tmp_path):
+    """The init container's contract: `migrate --check` exits non-zero while migrations are pending."""
+    portal = yaml.safe_load((DEPLOY / "portal.yaml").read_text().split("\n---\n")[0])
+    (init,) = portal["spec"]["template"]["spec"]["initContainers"]
+    assert "python manage.py migrate --check" in init["command"][-1]
+    environment = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'fresh.sqlite3'}", "DEBUG": "0",
+                   "SECRET_KEY": "x" * 50}
+
+    def manage(*args: str) -> int:
+        return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=environment, capture_output=True,
+                              timeout=120).returncode
+
+    assert manage("migrate", "--check") != 0
+    assert manage("migrate", "--noinput") == 0
+    assert manage("migrate", "--check") == 0

@@ -90,7 +90,7 @@ def test_kubectl_apply_k_creates_every_object_of_the_base_in_one_step(fresh_clus
     documents = [doc for doc in yaml.safe_load_all(rendered.stdout) if doc]
     assert documents[0]["kind"] == "Namespace"  # kustomize puts it first, whatever the file order
 
-    applied = kubectl(fresh_cluster, "apply", "-k", str(base))
+    applied = kubectl(fresh_cluster, "apply", "--validate=true", "-k", str(base))
     assert applied.returncode == 0, applied.stdout + applied.stderr
     assert applied.stdout.count(" created") == len(documents), applied.stdout
 
@@ -154,3 +154,12 @@ def test_the_openshift_overlay_moves_the_mig_config_rights_to_its_operator_names
         config = core.read_namespaced_config_map("tessera-config", "tessera-system").data
         assert config["TESSERA_GPU_OPERATOR_NAMESPACE"] == "nvidia-gpu-operator"
         assert config["TESSERA_MIG_CONFIGMAP"] == "tessera-mig-parted-config"  # the rest as the base says
+
+
+def test_a_field_the_servers_schema_lacks_is_refused_before_anything_is_created(fresh_cluster, tmp_path):
+    """kubectl validates each object against the server's /openapi/v2: what the base passes above."""
+    base = base_for_1_20(tmp_path)
+    portal = base / "portal.yaml"
+    portal.write_text(portal.read_text().replace("  replicas: 2\n", "  replicas: 2\n  replicaz: 2\n", 1))
+    refused = kubectl(fresh_cluster, "apply", "--validate=true", "--dry-run=server", "-k", str(base))
+    assert refused.returncode != 0 and 'unknown field "replicaz"' in refused.stderr, refused.stderr

@@ -17,6 +17,7 @@ from kubernetes import client
 from rest_framework.test import APIClient
 
 from agents import tasks
+from agents.actions import CONFIRM_MARGIN_S
 from agents.backends.base import RECLAIM_TAINT
 from agents.backends.k8s_manifests import ANNOTATION_CHECKPOINT, TOKEN_KEY, token_secret_name
 from billing.models import UsageInterval
@@ -147,6 +148,9 @@ def test_a_preemption_with_a_confirmed_checkpoint_requeues_at_the_saved_progress
     kube_workers.start()
     job = kube_job("preempted", gpus=1, runtime_s=600, interval_s=3600)
     pod = running_pod(kube_workers, core, job)
+    # SIGTERM means "save now": whoever deletes the pod (Tessera, a drain) gives it the job's save
+    # time (TESSERA_CHECKPOINT_SAVE_S=3 in the worker tests) and the confirmation's margin.
+    assert pod.spec.termination_grace_period_seconds == 3 + CONFIRM_MARGIN_S
     job.refresh_from_db()
     payload = PreemptPayload(job_id=job.pk, for_job_id=None, reason=PreemptReason.PREEMPT, notice_deadline=None)
     action = ActionRequest.objects.create(key=f"preempt:{job.pk}", kind="preempt", job=job,
