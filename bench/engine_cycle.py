@@ -91,7 +91,7 @@ def build_snapshot(nodes: int, pending: int, seed: int) -> Snapshot:
     queues = tuple(Queue(team=t, guaranteed_gpus=round(total * 0.07), burst_limit_gpus=None, weight=1 + i % 3)
                    for i, t in enumerate(TEAMS))
     return Snapshot(now=NOW, nodes=cluster, pending=build_jobs(pending, rng), running=(), queues=queues,
-                    in_flight=(), spine_oversubscription=1.0)
+                    in_flight=(), spine_oversubscription=1.0, nominations=())
 
 
 def run_policy(snapshot: Snapshot, policy: str) -> dict:

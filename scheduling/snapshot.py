@@ -41,7 +41,8 @@ def build_snapshot(now: datetime | None = None) -> engine.Snapshot:
     running = _running(open_placements, max_node_gpus)
     return engine.Snapshot(
         now=now.timestamp(), nodes=nodes, pending=pending, running=running, queues=_queues(),
-        in_flight=_in_flight(), spine_oversubscription=_spine_oversubscription())
+        in_flight=_in_flight(), spine_oversubscription=_spine_oversubscription(),
+        nominations=())  # the live policies do not nominate (Features.nominate: baselines only)
 
 
 def member_shape(total_gpus: int, max_node_gpus: int) -> tuple[int, int]:

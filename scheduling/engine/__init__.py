@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 
+from . import nominations
 from .explain import explain
 from .memory import memory_need_gb, share_milli, smallest_profile
 from .mig import MigGeometry, MigProfile, canonical_model, geometry_for, layout_errors
@@ -56,6 +57,7 @@ def schedule(snapshot: Snapshot, config: str | Policy = "tessera") -> Plan:
     timings: dict[str, float] = {}
     started = time.perf_counter()
     session = Session(snapshot, features)
+    nominations.load(session)
     timings["open"] = time.perf_counter() - started
     for name, action in actions:
         began = time.perf_counter()
@@ -69,4 +71,4 @@ def schedule(snapshot: Snapshot, config: str | Policy = "tessera") -> Plan:
     return Plan(policy=policy.name, binds=tuple(session.binds),
                 preemptions=tuple(session.preemptions),
                 repartitions=tuple(session.repartitions), pending=pending, timings=timings,
-                faulty_gpus=session.faulty_gpus())
+                faulty_gpus=session.faulty_gpus(), nominations=nominations.in_force(session))

@@ -37,6 +37,9 @@ class Features:
     #                                    quota (kube-scheduler's DefaultPreemption)
     mig_static: bool = False     # only the MIG instances that exist are used: none is created
     share_production_only: bool = False  # only production inference shares GPUs (HAMi/MPS for serving)
+    nominate: bool = False       # the whole GPUs a preemptor will take are held for it against its
+    #                              class and below until it binds (kube-scheduler's nominatedNodeName;
+    #                              nominations.py). Baselines only: tessera's `reserve` does its own.
 
     # --- limits: how much work an action may do per cycle, and its thresholds ---------------------
     preempt_attempts: int = 24           # waiting jobs reclaim/preempt look for victims for

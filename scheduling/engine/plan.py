@@ -93,6 +93,9 @@ class Plan:
     timings: dict[str, float] = field(default_factory=dict)
     # "node/index" -> why its MIG layout is invalid: those GPUs took no work this cycle.
     faulty_gpus: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # Nominations in force after this cycle (types.Nomination): the backend hands them back in
+    # the next snapshot. Empty unless the policy nominates (Features.nominate).
+    nominations: tuple = ()
 
     @property
     def actions(self) -> tuple:

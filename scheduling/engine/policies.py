@@ -77,27 +77,29 @@ register(Policy(
 
 register(Policy(
     name="k8s-default",
-    features=Features(packing="spread", priority_preemption=True, memory_aware=True, min_runtime_s=0.0),
+    features=Features(packing="spread", priority_preemption=True, memory_aware=True, min_runtime_s=0.0,
+                      nominate=True),
     actions=("allocate", "preempt"),
     doc="""Kubernetes as shipped, configured as a production GPU cluster is.
     Models: kube-scheduler's NodeResourcesFit LeastAllocated scoring (spread); the NVIDIA device
     plugin's integer nvidia.com/gpu (a sub-GPU pod takes a whole GPU); PriorityClasses with
     DefaultPreemption (a pending pod stops lower-priority pods of any namespace on the node
-    where the fewest, lowest go; it waits for their graceful termination, then binds); node
+    where the fewest, lowest go; it waits for their graceful termination, then binds); the
+    preemptor's nominatedNodeName (nominate: what its victims free is held for it against its
+    class and below until it binds; engine/nominations.py); node
     affinity on GPU Feature Discovery's memory label (memory_aware); one ResourceQuota per team
     namespace at the team's burst limit, counting every non-terminal pod, pending ones too, with
     serving in a namespace of its own (the simulator's backend, simulator/run/policies.py).
     Leaves out: gangs (a job's pods are placed one by one and may hold GPUs while others wait),
     MIG and sharing, topology-aware placement, PodDisruptionBudgets (none in the workload), the
-    scheduler's percentageOfNodesToScore sampling (it scores every node), and
-    nominatedNodeName: GPUs one victim frees are not held for a preemptor still waiting for
-    its other victims, so a lower class can take them back (kube-scheduler prevents this; it
-    costs the baselines, see docs/reference/baselines.md).""",
+    scheduler's percentageOfNodesToScore sampling (it scores every node), and nomination of
+    sub-GPU requests.""",
 ))
 
 KUEUE = register(Policy(
     name="kueue",
-    features=Features(gang=True, quota=True, packing="spread", memory_aware=True, min_runtime_s=0.0),
+    features=Features(gang=True, quota=True, packing="spread", memory_aware=True, min_runtime_s=0.0,
+                      nominate=True),
     actions=("allocate", "reclaim", "preempt"),
     doc="""Kueue over kube-scheduler, configured for sharing GPUs between teams.
     Models: one ClusterQueue per team in one cohort, nominalQuota = the team's guarantee and
@@ -108,7 +110,10 @@ KUEUE = register(Policy(
     borrowed), withinClusterQueue: LowerPriority and borrowWithinCohort: LowerPriority
     (preempt: lower-priority workloads of its own queue or borrowed ones); pods of an admitted
     production workload preempting lower-priority pods for room, as kube-scheduler's
-    DefaultPreemption does; kube-scheduler LeastAllocated placement (spread), integer GPUs.
+    DefaultPreemption does; a preemptor's quota held for it while its victims stop (the
+    scheduler counts a workload pending preemption in the cohort's cycle usage; here its GPUs
+    are nominated, engine/nominations.py); kube-scheduler LeastAllocated placement (spread),
+    integer GPUs.
     Leaves out: admission by quota alone before placement (here a workload is admitted only
     where its pods fit, as waitForPodsReady with requeueing converges to, without the
     timeouts), Topology Aware Scheduling and fair sharing (opt-in), ResourceFlavors beyond the
@@ -135,7 +140,7 @@ register(Policy(
 register(Policy(
     name="volcano",
     features=Features(gang=True, quota=True, fairshare=True, sharing=True, memory_aware=True,
-                      packing="binpack", min_runtime_s=0.0),
+                      packing="binpack", min_runtime_s=0.0, nominate=True),
     actions=("allocate", "reclaim", "preempt"),
     doc="""Volcano with the volcano-vgpu (HAMi) device plugin, configured for a shared GPU cluster.
     Models: the gang plugin (a PodGroup's minMember pods all start or none); one Queue per team
@@ -145,7 +150,8 @@ register(Policy(
     plugin for GPUs; volcano-vgpu's memory-bounded sharing of whole GPUs for any sub-GPU pod
     (fullest GPU first); the reclaim action (a queue under its deserved share takes back what
     others borrowed) and the preempt action (lower-priority jobs of the same queue, or
-    borrowed ones).
+    borrowed ones); a preemptor pipelined onto what its victims are releasing (FutureIdle,
+    nominatedNodeName first) ahead of lower-priority jobs (nominate, engine/nominations.py).
     Leaves out: MIG (the scenario's MIG GPUs are whole GPUs here), HyperNode network-topology
     scheduling (opt-in), the enqueue action's overcommit factor, the backfill action (it is
     for BestEffort pods without requests), and vGPU compute-core limits.""",

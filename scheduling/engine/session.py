@@ -20,7 +20,7 @@ from .plan import Allocation, Bind, Preempt, Repartition
 from .reasons import PreemptReason, WaitingReason
 from .reservations import Book
 from .state import GpuKey, GpuState, Member, NodeState, Outer, Shape
-from .types import Job, Queue, Snapshot
+from .types import GpuRef, Job, Queue, Snapshot
 
 if TYPE_CHECKING:
     from .explain import ModelSupply, ReleaseCurve
@@ -55,7 +55,8 @@ class Session:
         self.nominated: dict[str, int] = {}  # preemptor -> victims it waits for
         self.consolidating: set[str] = set()  # preemptors whose victims are only moving
         self.reasons: dict[str, tuple[WaitingReason, str]] = {}  # job -> why it waits, decided by an action
-        self.book = Book(self)  # reservations for blocked jobs (EASY backfilling)
+        self.book = Book(self)  # reservations for blocked jobs (EASY backfilling) and nominations
+        self.nominations: dict[str, tuple[GpuRef, ...]] = {}  # nominated job -> its GPUs (nominations.py)
         self.placed: set[str] = set()
         self.max_gpus_per_node = max((len(n.gpus) for n in snapshot.nodes), default=0)
         self.releases = 0  # bumps whenever capacity is given back (see actions.common)

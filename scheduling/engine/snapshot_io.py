@@ -13,7 +13,7 @@ from typing import Any
 
 from .plan import Bind, Preempt, Repartition
 from .reasons import PreemptReason
-from .types import Allocation, Gpu, InFlight, Job, MigInstance, Node, Queue, Running, Snapshot
+from .types import Allocation, Gpu, InFlight, Job, MigInstance, Node, Nomination, Queue, Running, Snapshot
 
 FORMAT = 1
 _IN_FLIGHT = {"bind": Bind, "preempt": Preempt, "repartition": Repartition}
@@ -34,7 +34,9 @@ def snapshot_from_dict(document: dict[str, Any]) -> Snapshot:
         pending=tuple(_job(j) for j in data["pending"]), running=tuple(_running(r) for r in data["running"]),
         queues=tuple(Queue(**q) for q in data["queues"]),
         in_flight=tuple(_in_flight(a) for a in data["in_flight"]),
-        spine_oversubscription=data["spine_oversubscription"])
+        spine_oversubscription=data["spine_oversubscription"],
+        nominations=tuple(Nomination(job_id=n["job_id"], gpus=tuple((g[0], g[1]) for g in n["gpus"]))
+                          for n in data.get("nominations", ())))  # absent from dumps made before
 
 
 def snapshot_dump(snapshot: Snapshot, path: Path) -> None:

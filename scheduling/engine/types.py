@@ -150,6 +150,17 @@ class Queue:
 
 
 InFlight = Bind | Preempt | Repartition
+GpuRef = tuple[str, int]  # (node name, GPU index)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Nomination:
+    """Whole GPUs held for a waiting job whose victims were asked to stop, as kube-scheduler's
+    `status.nominatedNodeName` holds a node for a preemptor (engine/nominations.py). Only the
+    baselines that model it (`Features.nominate`) make or read them."""
+
+    job_id: str
+    gpus: tuple[GpuRef, ...]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -157,7 +168,9 @@ class Snapshot:
     """Everything one cycle may look at. `in_flight` holds actions of earlier plans not yet
     confirmed; they count as done: a Bind holds its resources, a Preempt's victim is not picked
     again (its resources stay held until the release is confirmed), a Repartition's layout is
-    taken as applied but the GPU takes no new work until confirmed."""
+    taken as applied but the GPU takes no new work until confirmed. `nominations` are those
+    the last plan left in force (Plan.nominations), kept by the backend as the API server keeps
+    a pod's nominatedNodeName; empty where no policy nominates."""
 
     now: float
     nodes: tuple[Node, ...]
@@ -166,3 +179,4 @@ class Snapshot:
     queues: tuple[Queue, ...]
     in_flight: tuple[InFlight, ...]
     spine_oversubscription: float
+    nominations: tuple[Nomination, ...]

@@ -7,7 +7,7 @@ leave out live here, in one place.
 from __future__ import annotations
 
 from scheduling.engine import Allocation, Gpu, Job, MigInstance, Node, Queue, Running, Snapshot
-from scheduling.engine.types import PRIORITY_CLASSES
+from scheduling.engine.types import PRIORITY_CLASSES, Nomination
 
 MEMORY = {"H100-80GB": 80.0, "A100-80GB": 80.0, "A100-SXM4-40GB": 40.0, "A30-24GB": 24.0,
           "H200-141GB": 141.0, "L4": 24.0, "T4": 16.0}
@@ -59,12 +59,17 @@ def queue(team, guaranteed=0.0, burst_limit=None, weight=1.0) -> Queue:
     return Queue(team=team, guaranteed_gpus=guaranteed, burst_limit_gpus=burst_limit, weight=weight)
 
 
-def snap(nodes, pending=(), running=(), queues=(), in_flight=(), now=NOW, spine_oversubscription=1.0):
-    """`queues`: Queue objects or (team, guaranteed[, burst limit[, weight]]) tuples."""
+def snap(nodes, pending=(), running=(), queues=(), in_flight=(), now=NOW, spine_oversubscription=1.0,
+         nominations=()):
+    """`queues`: Queue objects or (team, guaranteed[, burst limit[, weight]]) tuples;
+    `nominations`: Nomination objects or (job id, [(node, gpu index), ...]) pairs."""
     return Snapshot(now=now, nodes=tuple(nodes), pending=tuple(pending),
                     running=tuple(running), queues=tuple(queue(*q) if isinstance(q, tuple)
                                                          else q for q in queues),
-                    in_flight=tuple(in_flight), spine_oversubscription=spine_oversubscription)
+                    in_flight=tuple(in_flight), spine_oversubscription=spine_oversubscription,
+                    nominations=tuple(n if isinstance(n, Nomination) else
+                                      Nomination(job_id=n[0], gpus=tuple(tuple(g) for g in n[1]))
+                                      for n in nominations))
 
 
 def binds_by_job(plan):

@@ -40,16 +40,16 @@ def allocate(session: Session) -> None:
 
 
 def place(session: Session, job: Job, allow_borrow: bool, fair: bool = True) -> str:
-    """try_place under the reservations that bind the job; a holder may use its own GPUs, and
-    drops its reservation once placed. A job that does not fit may reserve."""
-    if not session.features.reserve:
-        return try_place(session, job, allow_borrow, fair)
+    """try_place under the reservations (and nominations) that bind the job; a holder may use its
+    own GPUs, and drops its reservation once placed. A job that does not fit may reserve."""
     book = session.book
+    if not session.features.reserve and not book:
+        return try_place(session, job, allow_borrow, fair)
     own = book.by_holder.get(job.id)
     with book.seen_by(job):
         outcome = try_place(session, job, allow_borrow, fair)
     if own is not None and outcome == PLACED:
         book.drop(own)
-    if outcome == NO_FIT:
+    if outcome == NO_FIT and session.features.reserve:
         reserve_for(session, job)
     return outcome

@@ -14,6 +14,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from ..nominations import nominate as hold_for
 from ..placement import allowed_models, as_whole
 from ..plan import Preempt
 from ..reasons import PreemptReason, WaitingReason
@@ -89,9 +90,10 @@ def _evict_for(session: Session, eligible: Eligible, reason: PreemptReason, need
 
 
 def _victims_under_reservations(session: Session, job: Job, pool: list[Member]) -> list[str] | None:
-    """Victims are sought where the job may go: not on GPUs reserved for a job of its class or
-    above, except its own reservation."""
-    if not session.features.reserve:
+    """Victims are sought where the job may go: not on GPUs reserved (or nominated) for a job of
+    its class or above, except its own (kube-scheduler's preemption dry run also filters with
+    the nominated pods added)."""
+    if not session.features.reserve and not session.book:
         return find_victims(session, job, pool)
     with session.book.seen_by(job):
         return find_victims(session, job, pool)
@@ -184,6 +186,8 @@ def nominate(session: Session, job: Job, victims: list[str], reason: PreemptReas
         session.preemptions.append(Preempt(job_id=victim, for_job_id=job.id, reason=reason))
         session.preempting.add(victim)
     session.nominated[job.id] = len(victims)
+    if reason != PreemptReason.CONSOLIDATE:
+        hold_for(session, job, victims)
     code, what = WAITING.get(reason, STOPPING)
     session.reasons[job.id] = (
         code, f"{len(victims)} job(s) {what} to make room ({', '.join(victims)}); it starts once "

@@ -207,8 +207,11 @@ class Backend:
             return float(pod.gang_size)  # integer GPUs: a sub-GPU pod takes a whole one
         return pod.gang_size * min(1.0, pod.gpu_memory_gb / self.min_gpu_memory)
 
-    def snapshot(self, now: float, pending: list[Job], running: list[Running], in_flight) -> Snapshot:
+    def snapshot(self, now: float, pending: list[Job], running: list[Running], in_flight,
+                 nominations=()) -> Snapshot:
+        """`nominations`: the last plan's, kept as the API server keeps nominatedNodeName."""
         return Snapshot(now=now, nodes=self.nodes(), pending=tuple(pending), running=tuple(running),
                         queues=self.queues, in_flight=tuple(in_flight),
-                        spine_oversubscription=self.spec.spine_oversubscription)
+                        spine_oversubscription=self.spec.spine_oversubscription,
+                        nominations=tuple(nominations))
 

@@ -37,6 +37,7 @@ class Simulation:
         self.jobs: dict[str, SimJob] = {}
         self.holding: dict[str, SimJob] = {}    # jobs with bound pods
         self.preempts: dict[str, object] = {}   # victim id -> Preempt, until released
+        self.nominations: tuple = ()            # the last plan's, for the next snapshot
         self.repartitions: dict[tuple, object] = {}
         self.reconfiguring: dict[str, float] = {}  # node -> when mig-manager is done with it
         self.reclaiming: set[str] = set()
@@ -100,12 +101,13 @@ class Simulation:
         pending = self.backend.admitted(waiting)
         running = [view for j in self.holding.values() for view in self.backend.running_view(j, now)]
         in_flight = list(self.preempts.values()) + list(self.repartitions.values())
-        snapshot = self.backend.snapshot(now, pending, running, in_flight)
+        snapshot = self.backend.snapshot(now, pending, running, in_flight, self.nominations)
         started = time.perf_counter()
         plan = schedule(snapshot, self.policy)
         self.engine_s += time.perf_counter() - started
         self.cycles += 1
         self.apply(plan, now)
+        self.nominations = plan.nominations
         self.dirty = False
         if plan.actions or not self.last_plan_empty:
             self.last_cycle = now
