@@ -61,7 +61,7 @@ def test_the_backend_gets_the_least_rights_it_needs():
         "pods/binding": ["create"],
         "secrets": ["create"],
         "namespaces": ["get"],
-        "events": ["create"],
+        "events": ["create", "patch"],
     }
     assert all(len(r["resources"]) == 1 and r["apiGroups"] == [""] for r in role["rules"])
     with_token = [d["metadata"]["name"] for d in _by_kind("Deployment") + _by_kind("DaemonSet")

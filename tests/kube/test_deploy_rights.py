@@ -1,0 +1,46 @@
+"""deploy/rbac.yaml as the real API server reads it: the backend and the portal may do what Tessera
+needs and nothing next to it (SubjectAccessReview, the server's own RBAC decision)."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes import client
+
+from tests.kube.conftest import TEAM
+from tests.kube.control_plane import BACKEND_GROUPS, BACKEND_USER
+
+PORTAL_USER = "system:serviceaccount:tessera-system:tessera-portal"
+PORTAL_GROUPS = "system:serviceaccounts,system:serviceaccounts:tessera-system,system:authenticated"
+
+
+def allowed(api_client, user: str, groups: str, verb: str, resource: str, namespace: str | None = TEAM) -> bool:
+    resource, _sep, subresource = resource.partition("/")
+    review = client.AuthorizationV1Api(api_client).create_subject_access_review({
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": user, "groups": groups.split(","), "resourceAttributes": {
+            "verb": verb, "resource": resource, "subresource": subresource, "namespace": namespace or ""}}})
+    return review.status.allowed
+
+
+@pytest.mark.parametrize(("verb", "resource", "namespace"), [
+    ("create", "pods", TEAM), ("create", "pods/binding", TEAM), ("patch", "pods", TEAM), ("delete", "pods", TEAM),
+    ("watch", "pods", None), ("create", "secrets", TEAM), ("get", "namespaces", None), ("patch", "nodes", None),
+    ("create", "events", TEAM), ("patch", "events", TEAM),  # an event's count raised on a repeat
+    ("patch", "configmaps", "gpu-operator"),  # the mig-parted ConfigMap
+])
+def test_the_backend_may_do_what_tessera_needs(kube_admin, verb, resource, namespace):
+    assert allowed(kube_admin, BACKEND_USER, BACKEND_GROUPS, verb, resource, namespace)
+
+
+@pytest.mark.parametrize(("verb", "resource", "namespace"), [
+    ("get", "secrets", TEAM), ("list", "secrets", TEAM), ("delete", "nodes", None), ("delete", "events", TEAM),
+    ("patch", "configmaps", TEAM), ("create", "pods/eviction", TEAM), ("create", "pods/exec", TEAM),
+])
+def test_the_backend_may_do_nothing_next_to_it(kube_admin, verb, resource, namespace):
+    assert not allowed(kube_admin, BACKEND_USER, BACKEND_GROUPS, verb, resource, namespace)
+
+
+def test_the_portal_may_only_read_pod_logs(kube_admin):
+    assert allowed(kube_admin, PORTAL_USER, PORTAL_GROUPS, "get", "pods/log")
+    for verb, resource in (("get", "pods"), ("list", "pods"), ("create", "pods"), ("get", "secrets")):
+        assert not allowed(kube_admin, PORTAL_USER, PORTAL_GROUPS, verb, resource), (verb, resource)
