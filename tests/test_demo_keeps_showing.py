@@ -32,13 +32,22 @@ def demo(tmp_path):
     database = tmp_path / "demo.sqlite3"
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "SECRET_KEY", "REDIS_URL"}}
     env.update(DATABASE_URL=f"sqlite:///{database}", DEBUG="1", CELERY_TASK_ALWAYS_EAGER="1")
-    process = subprocess.Popen([".venv/bin/python", "manage.py", "demo", "--addrport", f"127.0.0.1:{free_port()}"],
-                               cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    processes = []
+    log = tmp_path / "demo.log"  # a file, not a pipe nobody reads: a full pipe would stall the demo
+
+    def start():
+        with log.open("a") as out:
+            processes.append(subprocess.Popen(
+                [".venv/bin/python", "manage.py", "demo", "--addrport", f"127.0.0.1:{free_port()}"],
+                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, text=True))
+        return processes[-1]
+
     try:
-        yield process, database
+        yield start, database
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        for process in processes:
+            process.terminate()
+            process.wait(timeout=30)
 
 
 def _waiting(database: Path) -> list[tuple]:
@@ -47,17 +56,21 @@ def _waiting(database: Path) -> list[tuple]:
 
 
 def test_the_demo_keeps_its_services_slices_and_queue(demo):
-    process, database = demo
-    started = time.monotonic()
-    deadline = started + 240
+    start, database = demo
+    process, restarts = start(), 0
+    deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not (database.exists() and _has_cycled(database)):
-        assert process.poll() is None, process.stdout.read()[-3000:]
+        if process.poll() is not None:
+            output = (database.parent / "demo.log").read_text()
+            # The free port was taken while the demo loaded (a minute on a busy machine): once more.
+            assert "port is already in use" in output and restarts < 3, output[-3000:]
+            process, restarts = start(), restarts + 1
         time.sleep(2)
     waiting = _waiting(database)
     assert {name for name, _code, _reason in waiting} >= {name for _t, _p, _u, name, *_ in WAITING}
     assert all(reason for _name, _code, reason in waiting)
-    time.sleep(max(0.0, RUN_FOR_S - (time.monotonic() - started)))
-    assert process.poll() is None, process.stdout.read()[-3000:]
+    time.sleep(RUN_FOR_S)  # from the first cycle on
+    assert process.poll() is None, (database.parent / "demo.log").read_text()[-3000:]
 
     services = [name for _t, _p, _u, name, *_ in SERVICES] + ["ranker-serving"]
     running = {name for (name,) in _query(
