@@ -1,11 +1,11 @@
 """A team lead's day in a real browser: sign in, submit, see the queue, reorder, cancel.
 
 Drives Debian's Chromium through Playwright (never Playwright's own download) against the live
-server; saves screenshots of the dashboard and the cluster page for CI and for the README.
+server; saves screenshots of the dashboard and the cluster page for CI (artifacts/screenshots/). The
+README's pictures come from a running `make demo` instead (tools/demo_screenshots.py).
 """
 
 import os
-import shutil
 from datetime import timedelta
 from pathlib import Path
 
@@ -20,7 +20,6 @@ from ui.demo import demo_load
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts" / "screenshots"
-DOCS = ROOT / "docs" / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -65,9 +64,6 @@ def _scheduler_writes_reasons():
 def _shoot(page, name):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / name), full_page=True)
-    if os.environ.get("UPDATE_DOC_SCREENSHOTS") == "1":  # refresh the README's pictures on purpose only
-        DOCS.mkdir(parents=True, exist_ok=True)
-        shutil.copy(ARTIFACTS / name, DOCS / name)
 
 
 def test_a_lead_submits_sees_reorders_and_cancels_a_job(page, live_server):
