@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from agents import services
+from agents import runtime, services, tasks
 from agents.backends.base import NodeInventory
 from agents.inventory import closing_taints, gpu_model_name, inventory_sync, node_values
 from billing.models import UsageInterval
@@ -198,3 +198,13 @@ def test_an_empty_node_list_removes_nothing(two_nodes, backend):
     two_nodes.nodes.clear()  # a wrong node selector looks like this
     assert poll(backend)["inventory"]["removed"] == []
     assert Node.objects.count() == 2
+
+
+def test_the_poll_task_syncs_only_a_real_cluster(two_nodes, backend, settings, monkeypatch):
+    monkeypatch.setattr(runtime, "backend", lambda: backend)
+    monkeypatch.setattr(runtime, "telemetry", lambda: Silent())
+    settings.TESSERA_BACKEND = "simulated"
+    assert "inventory" not in tasks.poll_agents.apply().get()
+    assert not Node.objects.exists()  # the demo's rows are the demo loader's
+    settings.TESSERA_BACKEND = "kubernetes"
+    assert tasks.poll_agents.apply().get()["inventory"]["added"] == ["gpu-01", "gpu-02"]

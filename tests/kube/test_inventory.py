@@ -59,6 +59,22 @@ def test_gfd_labelled_nodes_appear_with_the_gpus_the_cluster_offers(kubelet, bac
     assert (a100.gpu_model, a100.gpus.count(), a100.gpus.first().memory_gb) == ("A100-80GB", 4, 80.0)
 
 
+def test_a_cordoned_node_takes_no_new_work_until_uncordoned(kubelet, backend, kube_admin):
+    kubelet.add_node(GpuNode("inv-07", gpus=2))
+    kubelet.add_node(GpuNode("inv-08", gpus=2))
+    core = client.CoreV1Api(kube_admin)
+    core.patch_node("inv-07", {"spec": {"unschedulable": True}})  # kubectl cordon: the server adds its taint
+    poll(backend)
+    states = {n.name: n.state for n in build_snapshot().nodes}
+    assert (states["inv-07"], states["inv-08"]) == ("draining", "ready")
+    core.patch_node("inv-07", {"spec": {"unschedulable": False}})
+
+    def reopened() -> bool:  # the node controller lifts its unschedulable taint a moment later
+        poll(backend)
+        return {n.name: n.state for n in build_snapshot().nodes}["inv-07"] == "ready"
+    wait_for(reopened, what="uncordoned node open again", timeout=30, every=0.5)
+
+
 def test_a_pod_tessera_did_not_place_holds_its_gpus(kubelet, backend, kube_admin):
     kubelet.add_node(GpuNode("inv-03", gpus=4))
     core = client.CoreV1Api(kube_admin)
