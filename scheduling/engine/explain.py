@@ -206,9 +206,10 @@ def _in(session: Session, at: float) -> str:
 def _reservation_text(session: Session, job: Job, held: Reservation) -> str:
     nodes = held.nodes
     where = ", ".join(nodes[:4]) + (f" and {len(nodes) - 4} more" if len(nodes) > 4 else "")
-    return (f"holds a reservation on {where} ({len(held.gpus)} GPUs) from {_in(session, held.at)}, "
-            "when their running jobs are expected to end; meanwhile only jobs that finish "
-            "before then may use them")
+    count = len(held.gpus)
+    return (f"holds a reservation on {where} ({count} GPU{'' if count == 1 else 's'}), free "
+            f"{_in(session, held.at)} when their running jobs are expected to end; meanwhile only jobs "
+            "that finish before then may use them")
 
 
 def _held_note(session: Session, job: Job, models: Models) -> str:

@@ -45,7 +45,7 @@ def test_reservations(name, nodes, runs, pending, expected):
     assert {b.job_id: b.node for b in plan.binds} == expected
     head = plan.pending["head"]
     assert head.reason == "reserved"
-    assert "holds a reservation on n1 (4 GPUs)" in head.message
+    assert "holds a reservation on n1 (4 GPUs), free in ~58 min when their running jobs" in head.message
     assert head.eta == NOW + 3500
 
 
