@@ -73,7 +73,8 @@ def test_the_submit_form_defaults_to_the_lowest_class_and_uses_the_page(open_pag
 
 
 @pytest.mark.parametrize("path", ["/teams/search/", "/jobs/new/", "/cluster/", "/account/tokens/",
-                                  "/teams/search/priorities/", "/billing/teams/search/"])
+                                  "/teams/search/priorities/", "/billing/teams/search/", "/jobs/",
+                                  "/account/notifications/"])
 def test_nothing_is_wider_than_a_phone(open_page, path):
     page = open_page("alice", width=PHONE)
     page.goto(path)
