@@ -47,6 +47,7 @@ class Simulation:
         self.dirty, self.tick_due, self.next_tick = True, False, -1.0
         self.last_plan_empty, self.last_cycle = False, -1e18
         self.cycles, self.engine_s = 0, 0.0
+        self.first_eta: dict[str, float | None] = {}  # job -> the first start estimate it was shown
         self.progress = progress
         for job in jobs:
             self.push(job.submit_s, self.on_submit, job)
@@ -106,6 +107,7 @@ class Simulation:
         plan = schedule(snapshot, self.policy)
         self.engine_s += time.perf_counter() - started
         self.cycles += 1
+        self.note_etas(plan)
         self.apply(plan, now)
         self.nominations = plan.nominations
         self.dirty = False
@@ -115,6 +117,13 @@ class Simulation:
         if waiting and self.next_tick <= now:
             self.next_tick = now + self.knobs.period_s
             self.push(self.next_tick, self.on_tick)
+
+    def note_etas(self, plan) -> None:
+        """The first estimated start each waiting job gets, as the portal would show it."""
+        for pod_id, info in plan.pending.items():
+            job = self.backend.pods[pod_id][0]
+            if job.first_start is None and job.spec.job_id not in self.first_eta:
+                self.first_eta[job.spec.job_id] = info.eta
 
     def apply(self, plan, now: float) -> None:
         for rep in plan.repartitions:
@@ -172,6 +181,8 @@ class Simulation:
         if job.first_start is None:
             job.first_start = now
             self.meter.queue_delays[job.spec.kind].append(now - job.spec.submit_s)
+            if job.spec.job_id in self.first_eta:  # it waited at least one cycle
+                self.meter.eta(job.spec.kind, self.first_eta[job.spec.job_id], now)
         self.push(job.run_since + job.remaining_wall(), self.on_finish, job, job.epoch)
 
     def member_need(self, job: SimJob, group, allocations) -> float:

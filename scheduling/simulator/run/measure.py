@@ -39,6 +39,8 @@ class Meter:
         self.jct: dict[str, list[float]] = defaultdict(list)
         self.waits: dict[str, list[float]] = defaultdict(list)        # every wait, per priority
         self.queue_delays: dict[str, list[float]] = defaultdict(list)  # submit to first start, per kind
+        # |first start - the first estimated start the job was shown|, per kind (the portal's ETA)
+        self.eta_errors: dict[str, list[float]] = defaultdict(list)
         self.counts: dict[str, float] = defaultdict(float)
 
     def add(self, name: str, t0: float, t1: float, value: float, series: bool = False) -> float:
@@ -80,6 +82,13 @@ class Meter:
         """Useful work done over [t0, t1] that a stop threw away: it no longer counts."""
         self.add("rolled_back", t0, t1, units, series=True)
 
+    def eta(self, kind: str, shown: float | None, started: float) -> None:
+        """A job started; `shown` is the first start estimate it was shown while it waited."""
+        if shown is None:
+            self.counts["eta_unknown"] += 1
+        else:
+            self.eta_errors[kind].append(abs(started - shown))
+
     def result(self) -> dict:
         cap = self.integral["capacity"] or 1.0
         net_useful = self.integral["useful"] - self.integral["rolled_back"]
@@ -98,6 +107,10 @@ class Meter:
             "jct_p50_s": {k: _round(percentile(v, 50)) for k, v in jct.items()},
             "jct_p95_s": {k: _round(percentile(v, 95)) for k, v in jct.items()},
             "queue_delay_p95_s": {k: _round(percentile(v, 95)) for k, v in sorted(self.queue_delays.items())},
+            "eta_abs_error_p50_s": {k: _round(percentile(v, 50)) for k, v in sorted(self.eta_errors.items())},
+            "eta_abs_error_p90_s": {k: _round(percentile(v, 90)) for k, v in sorted(self.eta_errors.items())},
+            "eta_samples": {k: len(v) for k, v in sorted(self.eta_errors.items())},
+            "eta_unknown": int(self.counts["eta_unknown"]),
             "wait_p95_s": {p: _round(percentile(self.waits[p], 95)) for p in order},
             "production_wait_p99_s": _round(percentile(self.waits.get("production", []), 99)),
             "oom_failures": int(self.counts["oom_failures"]),

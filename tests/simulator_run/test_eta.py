@@ -1,0 +1,22 @@
+"""ETA error (issue 16, item 8): the first start estimate a waiting job is shown, the engine's own
+(what the portal shows), against when it really started, per kind."""
+
+from __future__ import annotations
+
+from scheduling.simulator.run.loop import Simulation
+
+from .helpers import cluster_doc, group, job, load
+
+HOUR = 3600.0
+
+
+def test_a_job_behind_a_full_node_is_told_when_it_ends(tmp_path):
+    rows = [job("a", gpus=8, mem=80, duration=HOUR), job("b", submit=60, gpus=8, mem=80, duration=HOUR),
+            job("end", submit=3 * HOUR, gpus=1)]
+    spec, jobs = load(tmp_path, cluster_doc(groups=[group()]), rows)
+    sim = Simulation(spec, jobs, "tessera", seed=1)
+    result = sim.run()
+    assert sim.first_eta["b"] is not None and "a" not in sim.first_eta  # a started at once
+    assert result["eta_samples"] == {"training": 1}
+    assert result["eta_abs_error_p50_s"]["training"] == abs(sim.jobs["b"].first_start - sim.first_eta["b"])
+    assert result["eta_abs_error_p90_s"]["training"] < 60  # a ran as long as it said
