@@ -9,15 +9,13 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from agents import logs
-from billing.ledger import job_cost
 from portal import access, freshness
 from portal.models import Membership, Project, Team
 from scheduling import services, sizing
 from scheduling.selectors import cluster_gpu_models, priority_classes_for, team_queue
-from ui import cluster_view, selectors
+from ui import cluster_view, live, selectors
 from ui.forms import JobSubmitForm, PriorityForm, SizingForm
 
-DASHBOARD_ROWS = 25
 # The charts have hourly buckets, so a minute-old copy loses nothing and saves two heavy queries.
 CHART_CACHE_S = 60
 
@@ -53,8 +51,8 @@ def dashboard(request, team):
         # The job tables are a cached fragment keyed by the team's version; these querysets are lazy,
         # so they only run when the fragment is rebuilt.
         "version": version, "cache_s": freshness.TEAM_CACHE_S,
-        "running": selectors.team_running(team, DASHBOARD_ROWS),
-        "queue": team_queue(team, DASHBOARD_ROWS),
+        "running": selectors.team_running(team, live.DASHBOARD_ROWS),
+        "queue": team_queue(team, live.DASHBOARD_ROWS),
     }
     return render(request, "ui/dashboard.html", context)
 
@@ -106,13 +104,9 @@ def job_new(request):
 @login_required
 def job_detail(request, pk):
     job = selectors.job_get(request.user, pk)
-    placements = list(selectors.job_placements(job))
-    gpu_hours = selectors.job_gpu_hours(job, placements)
+    context = live.job_live_context(request, job)
     return render(request, "ui/job_detail.html", {
-        "job": job, "events": selectors.job_events(job), "placements": placements,
-        "gpu_series": selectors.job_gpu_series(placements), "log_lines": logs.TAIL_LINES,
-        "open_placements": [p for p in placements if p.ended_at is None], "gpu_hours": gpu_hours,
-        "cost": job_cost(job), "can_cancel": access.can_cancel(request.user, job)})
+        **context, "gpu_series": selectors.job_gpu_series(context["placements"]), "log_lines": logs.TAIL_LINES})
 
 
 @login_required

@@ -1,8 +1,9 @@
 """Explanations for every job left waiting: a reason code, a sentence a team lead understands
 (with the counterfactual where there is one), an estimated start and queue positions.
 
-The estimate walks the expected ends of running jobs on the GPU models the job may use, in
-order, until enough GPU units are free for the job and for the jobs ahead of it in the queue.
+The estimate is a dry run of the queue on the GPU models the job may use (QueuePlan): running
+jobs end as expected, the jobs ahead of it start in order and hold their units for their own
+expected runtimes, and the job starts once enough units are free.
 """
 
 from __future__ import annotations
@@ -88,23 +89,61 @@ def _release_curve(session: Session, models: Models) -> ReleaseCurve:
     return session.release_curves[models]
 
 
-def estimate_start(session: Session, job: Job, ahead: float = 0.0) -> float | None:
-    """When enough GPU units for the job (and `ahead` units queued before it) should be free;
-    None when it cannot tell (nothing running would ever make room)."""
-    from .actions.common import min_units
-    models = allowed_models(session, job)
-    if not models:
+class QueuePlan:
+    """A dry run of the queue on one set of GPU models, for start estimates.
+
+    Running jobs end when they expect to; each waiting job, in queue order, is booked at the
+    earliest time its units stay free for its whole expected runtime, and holds them for it
+    (conservative backfill: a small job may go before a big one ahead if it does not delay it).
+    So an estimate counts the jobs ahead and when they in turn finish, not only what runs now.
+    `times[i]`, `free[i]`: units free from times[i] until times[i + 1] (the last one forever).
+    """
+
+    def __init__(self, session: Session, models: Models) -> None:
+        free, self.total, ends, cumulative = _release_curve(session, models)
+        self.now = session.now
+        self.times = [self.now] + [max(end, self.now) for end in ends]
+        self.free = [free] + [free + units for units in cumulative]
+
+    def start(self, need: float, runtime_s: float) -> float | None:
+        """When a job needing `need` units would start, booking them; None when it cannot tell."""
+        if self.total < need - 1e-9:
+            return None
+        i = 0
+        while i < len(self.times):
+            blocked = self._blocked(i, need, runtime_s)
+            if blocked is None:
+                break
+            i = blocked + 1
+        else:
+            return None
+        at = self.times[i]
+        if at <= self.now and len(self.times) > 1:
+            # Enough units now, yet it waits (their shape, or its team's limit): the next release may do.
+            at = min(t for t in self.times if t > self.now)
+        elif at <= self.now:
+            return None
+        self._book(at, at + runtime_s, need)
+        return at
+
+    def _blocked(self, i: int, need: float, runtime_s: float) -> int | None:
+        """The first step from i, within the runtime, without `need` units free; None if none."""
+        until = self.times[i] + runtime_s
+        j = i
+        while j < len(self.times) and self.times[j] < until:
+            if self.free[j] < need - 1e-9:
+                return j
+            j += 1
         return None
-    free, total, ends, cumulative = _release_curve(session, models)
-    need = min_units(session, job)
-    if total < need:
-        return None
-    missing = need + ahead - free
-    if missing <= 1e-9:
-        # Enough units in total but not in the shape it needs: the next release may give it.
-        return max(ends[0], session.now) if ends else None
-    at = bisect.bisect_left(cumulative, missing - 1e-9)
-    return max(ends[at], session.now) if at < len(ends) else None
+
+    def _book(self, start: float, end: float, need: float) -> None:
+        for moment in (start, end):
+            k = bisect.bisect_left(self.times, moment)
+            if k == len(self.times) or self.times[k] != moment:
+                self.times.insert(k, moment)
+                self.free.insert(k, self.free[k - 1])
+        for k in range(bisect.bisect_left(self.times, start), bisect.bisect_left(self.times, end)):
+            self.free[k] -= need
 
 
 def _later(a: float | None, b: float | None) -> float | None:
@@ -272,15 +311,17 @@ def explain(session: Session) -> dict[str, PendingInfo]:
     for job in sorted(waiting, key=team_key):
         teams[job.team].append(job)
         team_rank[job.id] = len(teams[job.team])
-    ahead: dict[tuple, float] = defaultdict(float)
+    plans: dict[Models, QueuePlan] = {}
     infos = {}
     for position, job in enumerate(overall, start=1):
         key = allowed_models(session, job)
         code, text = diagnose(session, job)
         held = session.book.by_holder.get(job.id)
-        eta = held.at if held is not None else estimate_start(session, job, ahead[key])
+        plan = plans.get(key) or plans.setdefault(key, QueuePlan(session, key))
+        eta = plan.start(min_units(session, job), job.expected_runtime_s) if key else None
+        if held is not None:
+            eta = held.at
         if code == WaitingReason.BURST_LIMIT and eta is not None:
             eta = _later(eta, _team_frees_room(session, job))
-        ahead[key] += min_units(session, job)
         infos[job.id] = PendingInfo(job.id, code, text, eta, team_rank[job.id], position)
     return infos

@@ -1,4 +1,4 @@
-/* Tessera portal: plotly charts, live queue refresh, the sizing helper and queue drag-and-drop.
+/* Tessera portal: plotly charts, the 10 s refresh of dashboards and job pages, the sizing helper and queue drag-and-drop.
    Plain fetch, no framework; every write sends Django's CSRF token. */
 "use strict";
 window.Tessera = (function () {
@@ -41,41 +41,35 @@ window.Tessera = (function () {
              { yaxis: { range: [0, 100] } }), config);
   }
 
-  function cell(text, cls) {
-    const td = document.createElement("td");
-    td.textContent = text;
-    if (cls) td.className = cls;
-    return td;
+  // Every 10 s while the tab is visible: the server renders the same fragments as on first paint,
+  // so nothing changes format on refresh.
+  function every10s(work) {
+    setInterval(() => { if (!document.hidden) work().catch(() => {}); }, 10000);
   }
 
-  function queueRow(job) {
-    const tr = document.createElement("tr");
-    tr.dataset.job = job.id;
-    tr.append(cell(job.position_team ?? "—", "num"), cell(job.position_overall ?? "—", "num"));
-    const link = document.createElement("td");
-    const a = document.createElement("a");
-    a.href = "/jobs/" + job.id + "/";
-    a.textContent = "#" + job.id + " " + job.name;
-    link.append(a);
-    const ask = job.gpus ? job.gpus + " × GPU" : job.gpu_memory_gb + " GiB slice";
-    const eta = job.estimated_start ? new Date(job.estimated_start).toLocaleString() : "—";
-    tr.append(link, cell(job.priority_class), cell(ask), cell(eta),
-              cell((job.reason_code ? "[" + job.reason_code + "] " : "") + (job.reason || "—"), "reason"));
-    return tr;
-  }
-
-  async function refreshQueue(url) {
+  async function refreshDashboard(url) {
     const response = await fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" });
     if (!response.ok) return;
-    const page = await response.json();
-    const body = document.getElementById("queue-body");
-    body.replaceChildren(...page.results.map(queueRow));
-    document.getElementById("queue-count").textContent = page.count + " waiting";
+    const live = await response.json();
+    document.getElementById("quota-stats").innerHTML = live.stats_html;
+    gauge(live.usage);
+    if (live.queue_html === undefined) return;  // this role sees usage, not jobs
+    document.getElementById("running-body").innerHTML = live.running_html;
+    document.getElementById("queue-body").innerHTML = live.queue_html;
+    const running = live.usage.running;
+    document.getElementById("running-count").textContent = running + " job" + (running === 1 ? "" : "s");
+    document.getElementById("queue-count").textContent = live.usage.queued + " waiting";
+    document.getElementById("queue-more").hidden = !live.more;
   }
 
-  function dashboard(data, queueUrl) {
+  function dashboard(data, liveUrl) {
     charts(data);
-    if (queueUrl) setInterval(() => refreshQueue(queueUrl).catch(() => {}), 10000);
+    every10s(() => refreshDashboard(liveUrl));
+  }
+
+  async function refreshFragment(box) {
+    const response = await fetch(box.dataset.url, { credentials: "same-origin" });
+    if (response.ok) box.innerHTML = await response.text();
   }
 
   async function sizing(form, output, target, url) {
@@ -94,10 +88,27 @@ window.Tessera = (function () {
     if (target) target.value = body.need_gb;
   }
 
+  function showError(table, text) {
+    let box = document.getElementById("reorder-error");
+    if (!box) {
+      box = document.createElement("p");
+      box.id = "reorder-error";
+      box.className = "message error";
+      box.setAttribute("role", "alert");
+      table.before(box);
+    }
+    box.textContent = text + " Reload to see the queue as it is now.";
+  }
+
   function priorities(table, url) {
     let dragged = null;
+    let order = [];
     table.querySelectorAll("tbody tr[draggable]").forEach((row) => {
-      row.addEventListener("dragstart", () => { dragged = row; row.classList.add("dragging"); });
+      row.addEventListener("dragstart", () => {
+        dragged = row;
+        order = [...table.querySelectorAll("tbody tr[data-job]")];
+        row.classList.add("dragging");
+      });
       row.addEventListener("dragend", () => row.classList.remove("dragging"));
       row.addEventListener("dragover", (e) => { e.preventDefault(); });
       row.addEventListener("drop", async (e) => {
@@ -110,7 +121,18 @@ window.Tessera = (function () {
           headers: { "Content-Type": "application/json", "X-CSRFToken": csrf() },
           body: JSON.stringify({ job_ids: ids }),
         });
-        if (response.ok) location.reload();
+        if (response.ok) {
+          location.reload();
+          return;
+        }
+        // Say why, and put the rows back as the server still has them.
+        let why = "The new order was not saved (HTTP " + response.status + ").";
+        try {
+          const body = await response.json();
+          why = "The new order was not saved: " + Object.values(body).flat().join(" ");
+        } catch (error) { /* not JSON: keep the status */ }
+        showError(table, why);
+        order.forEach((r) => r.parentNode.appendChild(r));
       });
     });
   }
@@ -141,6 +163,8 @@ window.Tessera = (function () {
 
   function jobPage(series, logsBox) {
     jobCharts(series);
+    const live = document.getElementById("job-live");
+    every10s(() => refreshFragment(live));
     loadLogs(logsBox);
     document.getElementById("logs-refresh").addEventListener("click", () => loadLogs(logsBox));
   }

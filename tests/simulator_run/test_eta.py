@@ -20,3 +20,18 @@ def test_a_job_behind_a_full_node_is_told_when_it_ends(tmp_path):
     assert result["eta_samples"] == {"training": 1}
     assert result["eta_abs_error_p50_s"]["training"] == abs(sim.jobs["b"].first_start - sim.first_eta["b"])
     assert result["eta_abs_error_p90_s"]["training"] < 60  # a ran as long as it said
+
+
+def test_jobs_behind_a_queue_count_the_queue(tmp_path):
+    """Three 8-GPU jobs of an hour each behind a running one: the third waits for two ends, not one."""
+    rows = [job("run", gpus=8, mem=80, duration=HOUR)]
+    rows += [job(f"q{i}", submit=60 + i, gpus=8, mem=80, duration=HOUR) for i in range(3)]
+    rows += [job("end", submit=6 * HOUR, gpus=1)]
+    spec, jobs = load(tmp_path, cluster_doc(groups=[group()]), rows)
+    sim = Simulation(spec, jobs, "tessera", seed=1)
+    result = sim.run()
+    starts = {name: sim.jobs[name].first_start for name in ("q0", "q1", "q2")}
+    assert starts["q2"] > starts["q1"] > starts["q0"] >= HOUR
+    assert result["eta_samples"] == {"training": 3} and result["eta_unknown"] == 0
+    for name in ("q1", "q2"):  # each told it starts after the jobs ahead of it have run their hour
+        assert abs(sim.first_eta[name] - starts[name]) < 120, name
