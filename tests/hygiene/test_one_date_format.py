@@ -1,0 +1,30 @@
+"""Pages write a moment one way, `2026-12-04 10:17 UTC`, through the `when` filter (issue 16, item 10).
+
+A template may still use `|date:` for a month ("Y-m") or for machine-read ISO ('c', in a datetime
+attribute); any other date format is a second way of writing a moment.
+"""
+
+import re
+
+from tests.hygiene.repo import ROOT
+
+DATE_FILTER = re.compile(r"""\|date:["']([^"']*)["']""")
+ALLOWED = {"Y-m", "c"}
+# The job page is being reworked in its own change (logs, charts, refresh); it moves to |when there.
+NOT_YET = {"templates/ui/job_detail.html"}
+
+
+def test_templates_write_moments_through_when():
+    other = [(str(path.relative_to(ROOT)), fmt) for path in sorted((ROOT / "templates").rglob("*.html"))
+             if str(path.relative_to(ROOT)) not in NOT_YET
+             for fmt in DATE_FILTER.findall(path.read_text()) if fmt not in ALLOWED]
+    assert other == [], "write {{ moment|when }} (ui/templatetags/tessera.py)"
+
+
+def test_when_writes_the_zone():
+    from datetime import UTC, datetime
+
+    from ui.templatetags.tessera import when
+
+    assert when(datetime(2026, 12, 4, 10, 17, 59, tzinfo=UTC)) == "2026-12-04 10:17 UTC"
+    assert when(None) == ""
