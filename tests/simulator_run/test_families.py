@@ -10,7 +10,7 @@ import pytest
 
 from scheduling.simulator.run import main
 from scheduling.simulator.run.families import FAMILIES, REPORTING, TUNING, Shape, family_shape, parse_nodes
-from scheduling.simulator.run.generate import LOAD_TOLERANCE, generate
+from scheduling.simulator.run.generate import LOAD_TOLERANCE, generate, philly_durations
 from scheduling.simulator.run.spec import load_cluster, load_jobs
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "sim"
@@ -23,6 +23,10 @@ def _asked(jobs_path: Path, gpus: int, hours: float) -> float:
                * max(0.0, min(float(r["duration_s"]), horizon - float(r["submit_s"]))) for r in rows) / (gpus * horizon)
 
 
+# The shipped example was drawn with Philly's runtimes; a checkout without ../shared/traces draws
+# durations from the generator's own model instead, so the bytes can only match beside the trace.
+@pytest.mark.skipif(not philly_durations(), reason="the Philly trace is not at ../shared/traces "
+                    "(alibaba/clusterdata cluster-trace-gpu-v2020 philly_runtime.csv); the example was drawn from it")
 def test_todays_shape_still_generates_the_shipped_example_byte_for_byte(tmp_path):
     cluster, jobs = generate("mixed", Shape(gpus=32, hours=12), 7, tmp_path)
     assert jobs.read_bytes() == (EXAMPLES / "quick-32" / "jobs.csv").read_bytes()
