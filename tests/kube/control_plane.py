@@ -29,6 +29,7 @@ CACHE = Path(os.environ.get("TESSERA_KUBE_CACHE", "/var/cache/tessera/kube"))
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
 BACKEND_USER = "system:serviceaccount:tessera-system:tessera-backend"
 BACKEND_GROUPS = "system:serviceaccounts,system:serviceaccounts:tessera-system,system:authenticated"
+BEAT_USER = "system:serviceaccount:tessera-system:tessera-beat"  # the leader election's candidates
 
 
 class ControlPlaneMissing(RuntimeError):
@@ -90,6 +91,7 @@ class ControlPlane:
     folder: Path
     admin_token: str = field(default_factory=lambda: secrets.token_hex(16))
     backend_token: str = field(default_factory=lambda: secrets.token_hex(16))
+    beat_token: str = field(default_factory=lambda: secrets.token_hex(16))
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -103,7 +105,8 @@ class ControlPlane:
         make_certificates(self.folder)
         (self.folder / "tokens.csv").write_text(
             f'{self.admin_token},admin,admin,"system:masters"\n'
-            f'{self.backend_token},{BACKEND_USER},tessera-backend,"{BACKEND_GROUPS}"\n')
+            f'{self.backend_token},{BACKEND_USER},tessera-backend,"{BACKEND_GROUPS}"\n'
+            f'{self.beat_token},{BEAT_USER},tessera-beat,"{BACKEND_GROUPS}"\n')
         self.write_kubeconfig(self.folder / "admin.kubeconfig", self.admin_token)
         self._start_etcd()
         self.start_apiserver()
@@ -199,6 +202,9 @@ class ControlPlane:
 
     def backend_client(self) -> client.ApiClient:
         return client.ApiClient(self.configuration(self.backend_token))
+
+    def beat_client(self) -> client.ApiClient:
+        return client.ApiClient(self.configuration(self.beat_token))
 
     def write_kubeconfig(self, path: Path, token: str) -> Path:
         path.write_text(yaml.safe_dump({
