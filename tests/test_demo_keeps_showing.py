@@ -92,3 +92,23 @@ def _has_cycled(database: Path) -> bool:
         return bool(_waiting(database))
     except sqlite3.OperationalError:  # not migrated yet
         return False
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.xfail(strict=True, reason=(
+    "agents/embedded.adopt binds the demo's running jobs anew when the loop starts, and since 602292e "
+    "a bind moves its placements' start to when the simulated pod started (now): the demo's day of "
+    "allocation and utilisation history, and its billing, start at the moment make demo started. "
+    "The fix belongs in adopt (agents/); remove this mark with it."))
+def test_adopting_the_demos_running_jobs_keeps_when_they_started(tmp_path):
+    from agents import embedded, runtime
+    from scheduling.models import Placement
+    from ui.demo import demo_load
+    from ui.demo_workload import demo_workload_load
+
+    demo_load()
+    demo_workload_load()
+    before = dict(Placement.objects.filter(ended_at__isnull=True).values_list("pk", "started_at"))
+    embedded.setup(runtime.simulated_backend(tmp_path / "cluster.json"))
+    after = dict(Placement.objects.filter(pk__in=before).values_list("pk", "started_at"))
+    assert after == before
