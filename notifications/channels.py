@@ -4,11 +4,15 @@ Both raise DeliveryFailed with a message fit to show a team lead: never the URL 
 usually the receiver's secret) and never a traceback.
 """
 
+import ipaddress
 import json
 import smtplib
+import socket
 import urllib.error
 import urllib.request
+from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.core.mail import send_mail
 
 WEBHOOK_TIMEOUT_S = 10
@@ -16,6 +20,10 @@ WEBHOOK_TIMEOUT_S = 10
 
 class DeliveryFailed(Exception):
     """One attempt failed; the task retries it with backoff."""
+
+
+class DeliveryRefused(DeliveryFailed):
+    """Never to be sent: trying again would change nothing."""
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
@@ -35,8 +43,25 @@ def email_send(address: str, subject: str, text: str) -> None:
         raise DeliveryFailed(f"mail server: {type(error).__name__}: {error}"[:500]) from error
 
 
+def _public_only(url: str) -> None:
+    """Team leads, not admins, choose webhook URLs: unless TESSERA_WEBHOOKS_TO_PRIVATE allows it, the
+    workers post to no loopback, private or link-local address (node agents, the cloud's metadata
+    service). A host that resolves differently by the time urllib connects is not caught."""
+    if settings.TESSERA_WEBHOOKS_TO_PRIVATE:
+        return
+    parts = urlsplit(url)
+    try:
+        found = socket.getaddrinfo(parts.hostname, parts.port or 443, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as error:
+        raise DeliveryFailed(f"receiver not reached: {error}"[:500]) from None
+    if any(not ipaddress.ip_address(info[4][0].split("%")[0]).is_global for info in found):
+        raise DeliveryRefused("receiver refused: its address is not public (an operator may allow that with "
+                              "TESSERA_WEBHOOKS_TO_PRIVATE)")
+
+
 def webhook_post(url: str, subject: str, text: str) -> None:
     """POST {"text": …} as Slack's incoming webhooks (and Mattermost's, Rocket.Chat's …) take it."""
+    _public_only(url)
     body = json.dumps({"text": f"*{subject}*\n{text}"}).encode()
     request = urllib.request.Request(url, data=body, method="POST",
                                      headers={"Content-Type": "application/json", "User-Agent": "Tessera"})

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from notifications.channels import DeliveryFailed, email_send, webhook_post
+from notifications.channels import DeliveryFailed, DeliveryRefused, email_send, webhook_post
 from notifications.models import Delivery, Event, Notice, Preference, TeamWebhook
 from scheduling.models import Job
 
@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 6  # the first try and five retries, over about a minute of backoff
 RESUME_AFTER = timedelta(minutes=2)  # a notice or delivery untouched this long lost its task
 RETRY_LOST_AFTER = timedelta(minutes=10)  # twice the longest backoff (notifications/tasks.py)
+KEEP = timedelta(days=90)  # notices and their deliveries are history after this
 
 
 def enqueue(task, *args) -> None:
@@ -115,7 +116,7 @@ def delivery_send(delivery_id: int) -> str:
             delivery.status, delivery.sent_at, delivery.last_error = Delivery.Status.SENT, timezone.now(), ""
         else:
             delivery.last_error = str(failure)[:500]
-            if delivery.attempts >= MAX_ATTEMPTS:
+            if delivery.attempts >= MAX_ATTEMPTS or isinstance(failure, DeliveryRefused):
                 delivery.status = Delivery.Status.FAILED
         delivery.save(update_fields=["attempts", "attempted_at", "status", "sent_at", "last_error"])
     if failure is not None and delivery.status == Delivery.Status.PENDING:
@@ -143,6 +144,11 @@ def waiting_message(job: Job, now: datetime) -> dict[str, str]:
     return {"subject": f"Job #{job.pk} {job.name} ({job.team.name}) has waited {hours:.1f} h",
             "text": f"Job #{job.pk} {job.name} of team {job.team.name} was submitted {hours:.1f} hours ago and "
                     f"has not started.{why}{eta}"}
+
+
+def notices_prune(*, now: datetime) -> int:
+    """Forget notices older than KEEP (their deliveries with them): one row per job event adds up."""
+    return Notice.objects.filter(created_at__lt=now - KEEP).delete()[1].get(Notice._meta.label, 0)
 
 
 def notices_resume(*, now: datetime) -> tuple[list[int], list[int]]:

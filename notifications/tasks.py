@@ -7,6 +7,7 @@ from notifications.services import (
     delivery_send,
     enqueue,
     notice_fan_out,
+    notices_prune,
     notices_resume,
     waiting_notices_add,
 )
@@ -30,12 +31,14 @@ def deliver(delivery_id: int) -> str:
 
 @shared_task(name="notifications.sweep")
 def sweep() -> dict:
-    """The periodic part: jobs that have waited too long, and notices whose task was lost."""
+    """The periodic part: jobs that have waited too long, notices whose task was lost, old notices."""
     now = timezone.now()
+    pruned = notices_prune(now=now)
     waiting = waiting_notices_add(now=now)
     notices, deliveries = notices_resume(now=now)
     for notice_id in notices:
         enqueue(fan_out, notice_id)
     for delivery_id in deliveries:
         enqueue(deliver, delivery_id)
-    return {"waiting": waiting, "resumed_notices": len(notices), "resumed_deliveries": len(deliveries)}
+    return {"waiting": waiting, "resumed_notices": len(notices), "resumed_deliveries": len(deliveries),
+            "pruned": pruned}

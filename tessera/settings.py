@@ -256,6 +256,8 @@ if DEBUG:  # the embedded demo keeps its mail in files instead of looking for a 
     EMAIL_BACKEND = "django.core.mail.backends.filebased.EmailBackend"
     EMAIL_FILE_PATH = str(VAR_DIR / "mail")
 TESSERA_NOTIFY_WAITING_S = env_int("TESSERA_NOTIFY_WAITING_S", 3600, minimum=60)
+# Webhooks chosen by team leads may post inside the network (loopback, private, link-local) only if allowed.
+TESSERA_WEBHOOKS_TO_PRIVATE = env_bool("TESSERA_WEBHOOKS_TO_PRIVATE", False)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

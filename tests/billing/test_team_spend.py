@@ -120,10 +120,11 @@ def test_a_business_unit_budget_alerts_finance(spent, alerts_sent):
     assert alert.recipients == "finance@example.org" and mail.outbox[0].to == ["finance@example.org"]
 
 
-def test_a_team_budget_alert_is_also_posted_to_the_teams_webhook(spent, alerts_sent):
+def test_a_team_budget_alert_is_also_posted_to_the_teams_webhook(spent, alerts_sent, settings):
     from notifications.models import TeamWebhook
     from tests.notifications.conftest import Receiver
 
+    settings.TESSERA_WEBHOOKS_TO_PRIVATE = True  # the receiver listens on loopback
     receiver = Receiver()
     try:
         TeamWebhook.objects.create(team=spent.team, name="chat", url=receiver.url, events=["budget"])

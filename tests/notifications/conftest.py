@@ -76,7 +76,8 @@ class Receiver:
 
 
 @pytest.fixture
-def receiver():
+def receiver(settings):
+    settings.TESSERA_WEBHOOKS_TO_PRIVATE = True  # it listens on loopback
     made = Receiver()
     yield made
     made.server.shutdown()

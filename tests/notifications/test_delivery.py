@@ -128,3 +128,14 @@ def test_a_notice_is_fanned_out_once(cast, django_capture_on_commit_callbacks):
     notice = Notice.objects.get()
     first, again = notice_fan_out(notice.pk), notice_fan_out(notice.pk)
     assert len(first) == 2 and sorted(again) == sorted(first) and Delivery.objects.count() == 2
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "10.1.2.3", "169.254.169.254", "[::1]"])
+def test_webhooks_to_internal_addresses_are_refused_unless_allowed(cast, settings, eager, host,
+                                                                   django_capture_on_commit_callbacks):
+    settings.TESSERA_WEBHOOKS_TO_PRIVATE = False
+    TeamWebhook.objects.create(team=cast["teams"]["vision"], name="metadata", url=f"http://{host}/latest/")
+    finish(job_add(cast), capture=django_capture_on_commit_callbacks)
+    delivery = Delivery.objects.get(channel="webhook")
+    assert (delivery.status, delivery.attempts) == ("failed", 1)  # refused at once, never retried
+    assert delivery.last_error.startswith("receiver refused: its address is not public")

@@ -50,3 +50,13 @@ def test_lost_notices_and_deliveries_are_resumed(cast):
                             status="sent")
     notices, deliveries = notices_resume(now=timezone.now())
     assert notices == [lost.pk] and sorted(deliveries) == sorted([never_tried.pk, retry_lost.pk])
+
+
+def test_notices_older_than_90_days_are_forgotten_with_their_deliveries(cast, eager):
+    old = Notice.objects.create(key="old", event="failed", subject="s", text="t",
+                                created_at=timezone.now() - timedelta(days=91))
+    Delivery.objects.create(notice=old, channel="email", target="a@example.org", status="sent")
+    Notice.objects.create(key="recent", event="failed", subject="s", text="t",
+                          created_at=timezone.now() - timedelta(days=89))
+    assert sweep.delay().get()["pruned"] == 1
+    assert list(Notice.objects.values_list("key", flat=True)) == ["recent"] and not Delivery.objects.exists()

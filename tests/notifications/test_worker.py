@@ -38,7 +38,7 @@ def worker(smtp):
     database = settings.DATABASES["default"]
     url = f"postgres://{database['USER']}@{database['HOST']}:{database['PORT'] or 5432}/{database['NAME']}"
     env = dict(os.environ, CELERY_TASK_ALWAYS_EAGER="0", DATABASE_URL=url, EMAIL_HOST="127.0.0.1",
-               EMAIL_PORT=str(smtp.port))
+               EMAIL_PORT=str(smtp.port), TESSERA_WEBHOOKS_TO_PRIVATE="1")
     process = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "tessera", "worker", "--pool", "solo", "--loglevel", "WARNING",
          "--without-gossip", "--without-mingle", "--without-heartbeat"],
