@@ -125,7 +125,8 @@ def _alert(status: BudgetStatus, threshold: int) -> BudgetAlert | None:
             alert = BudgetAlert.objects.create(budget=budget, month=status.month.first_day, threshold=threshold,
                                                spent=status.spent,
                                                recipients=", ".join(sorted({u.email for u in people if u.email})))
-            notice_add(key=f"budget-alert:{alert.pk}", event=Event.BUDGET, team_id=budget.team_id, users=people,
+            notice_add(key=f"budget-alert:{alert.pk}", event=Event.BUDGET, team_id=budget.team_id,
+                       user_ids=[user.pk for user in people],
                        subject=f"{budget.owner_name} passed {threshold}% of its GPU budget for {status.month}",
                        text=_body(status, threshold))
     except IntegrityError:  # alerted already (or by a concurrent worker)

@@ -37,7 +37,8 @@ def job_event_notice(sender, instance: JobEvent, created: bool, raw: bool = Fals
         return
     job = instance.job
     detail = f" {instance.message}" if instance.message else ""
-    notice_add(key=f"job-event:{instance.pk}", event=event, team_id=job.team_id, job=job, users=[job.submitted_by],
+    notice_add(key=f"job-event:{instance.pk}", event=event, team_id=job.team_id, job=job,
+               user_ids=[job.submitted_by_id],
                subject=f"Job #{job.pk} {job.name} ({job.team.name}) {SUBJECTS[event]}",
                text=f"Job #{job.pk} {job.name} of team {job.team.name} {SUBJECTS[event]} at "
                     f"{instance.at:%Y-%m-%d %H:%M:%S} UTC ({instance.kind}).{detail}")

@@ -12,7 +12,7 @@ import logging
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -37,13 +37,12 @@ def enqueue(task, *args) -> None:
 
 
 def notice_add(*, key: str, event: str, subject: str, text: str, team_id: int | None = None,
-               job: Job | None = None, users=()) -> Notice | None:
-    """Record an event worth telling, once per key; its deliveries go out after the commit."""
-    notice, created = Notice.objects.get_or_create(key=key, defaults={
-        "event": event, "subject": subject[:200], "text": text, "team_id": team_id, "job": job})
-    if not created:
-        return None
-    people = [user for user in users if user is not None]
+               job: Job | None = None, user_ids=()) -> Notice:
+    """Record an event worth telling; its deliveries go out after the commit. Two inserts, no
+    lookup, as it runs inside the transaction that changed the job. `key` is unique: a caller
+    that may tell one event twice gets an IntegrityError (its own savepoint decides what then)."""
+    notice = Notice.objects.create(key=key, event=event, subject=subject[:200], text=text, team_id=team_id, job=job)
+    people = [pk for pk in user_ids if pk is not None]
     if people:
         notice.users.add(*people)
     from notifications.tasks import fan_out  # the tasks module imports this one
@@ -128,12 +127,16 @@ def waiting_notices_add(*, now: datetime) -> int:
     """A notice for each job waiting, never started, for longer than TESSERA_NOTIFY_WAITING_S; once per job."""
     cutoff = now - timedelta(seconds=settings.TESSERA_NOTIFY_WAITING_S)
     jobs = (Job.objects.filter(status=Job.Status.PENDING, started_at__isnull=True, submitted_at__lt=cutoff)
-            .exclude(notices__event=Event.WAITING).select_related("team", "submitted_by").order_by("submitted_at"))
+            .exclude(notices__event=Event.WAITING).select_related("team").order_by("submitted_at"))
     made = 0
     for job in jobs[:500]:  # the next sweep takes the rest
-        with transaction.atomic():
-            made += notice_add(key=f"waiting:{job.pk}", event=Event.WAITING, team_id=job.team_id, job=job,
-                               users=[job.submitted_by], **waiting_message(job, now)) is not None
+        try:
+            with transaction.atomic():
+                notice_add(key=f"waiting:{job.pk}", event=Event.WAITING, team_id=job.team_id, job=job,
+                           user_ids=[job.submitted_by_id], **waiting_message(job, now))
+        except IntegrityError:  # a concurrent sweep told it first
+            continue
+        made += 1
     return made
 
 
