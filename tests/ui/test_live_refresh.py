@@ -6,6 +6,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from portal import freshness
 from scheduling.models import Job
 from tests.ui.conftest import BRAVO_SECRETS
 
@@ -71,4 +72,8 @@ def test_the_job_page_refreshes_its_live_part(clients, jobs):
 def test_a_near_estimate_stands_alone_and_none_says_cannot_tell(clients, jobs):
     Job.objects.filter(pk=jobs["bob_wait"].pk).update(estimated_start=timezone.now() + timedelta(minutes=5, seconds=30))
     rows = clients["member"].get("/teams/alpha/live/").json()["queue_html"]
-    assert "5\xa0minutes</time>" in rows and "likely" not in rows and "cannot tell" in rows  # alice_wait: none
+    assert "5\xa0minutes</time>" in rows and "likely" not in rows
+    assert "cannot tell" not in rows  # alice_wait has not been through a cycle yet: no estimate made
+    Job.objects.filter(pk=jobs["alice_wait"].pk).update(queue_position_overall=2)  # a cycle found none
+    freshness.teams_changed([jobs["alice_wait"].team_id])
+    assert "cannot tell" in clients["member"].get("/teams/alpha/live/").json()["queue_html"]
