@@ -89,6 +89,13 @@ def _release_curve(session: Session, models: Models) -> ReleaseCurve:
     return session.release_curves[models]
 
 
+# The dry run's bounds (see QueuePlan): jobs planned per model set, beyond which a job is told
+# "cannot tell" (an estimate that far down the queue is noise, and each costs O(steps)); steps
+# of running jobs' releases.
+PLANNED_JOBS = 128
+PROFILE_STEPS = 128
+
+
 class QueuePlan:
     """A dry run of the queue on one set of GPU models, for start estimates.
 
@@ -102,35 +109,42 @@ class QueuePlan:
     def __init__(self, session: Session, models: Models) -> None:
         free, self.total, ends, cumulative = _release_curve(session, models)
         self.now = session.now
-        self.times = [self.now] + [max(end, self.now) for end in ends]
-        self.free = [free] + [free + units for units in cumulative]
+        self.booked = 0
+        # At most PROFILE_STEPS steps of releases: each group counts from its last end (later, never
+        # earlier, than the truth), so a thousand-node cluster costs what a small one does.
+        group = max(1, -(-len(ends) // PROFILE_STEPS))
+        steps = list(range(group - 1, len(ends), group))
+        if ends and (not steps or steps[-1] != len(ends) - 1):
+            steps.append(len(ends) - 1)
+        self.times = [self.now] + [max(ends[k], self.now) for k in steps]
+        self.free = [free] + [free + cumulative[k] for k in steps]
 
-    def start(self, need: float, runtime_s: float) -> float | None:
-        """When a job needing `need` units would start, booking them; None when it cannot tell."""
-        if self.total < need - 1e-9:
+    def start(self, need: float, runtime_s: float, not_before: float | None = None) -> float | None:
+        """When a job needing `need` units would start (not before `not_before`), booking them;
+        None when it cannot tell."""
+        if self.total < need - 1e-9 or self.booked >= PLANNED_JOBS:
             return None
-        i = 0
-        while i < len(self.times):
-            blocked = self._blocked(i, need, runtime_s)
-            if blocked is None:
-                break
+        at = max(self.now, not_before if not_before is not None else self.now)
+        i = max(0, bisect.bisect_right(self.times, at) - 1)
+        while (blocked := self._blocked(i, at, need, runtime_s)) is not None:
             i = blocked + 1
-        else:
-            return None
-        at = self.times[i]
-        if at <= self.now and len(self.times) > 1:
-            # Enough units now, yet it waits (their shape, or its team's limit): the next release may do.
-            at = min(t for t in self.times if t > self.now)
-        elif at <= self.now:
-            return None
+            if i == len(self.times):
+                return None
+            at = self.times[i]
+        if at <= self.now:
+            # Enough units now, yet it waits (their shape, say): the next release may do.
+            later = [t for t in self.times if t > self.now]
+            if not later:
+                return None
+            at = later[0]
         self._book(at, at + runtime_s, need)
+        self.booked += 1
         return at
 
-    def _blocked(self, i: int, need: float, runtime_s: float) -> int | None:
-        """The first step from i, within the runtime, without `need` units free; None if none."""
-        until = self.times[i] + runtime_s
+    def _blocked(self, i: int, start: float, need: float, runtime_s: float) -> int | None:
+        """The first step from i, before start + runtime, without `need` units free; None if none."""
         j = i
-        while j < len(self.times) and self.times[j] < until:
+        while j < len(self.times) and self.times[j] < start + runtime_s:
             if self.free[j] < need - 1e-9:
                 return j
             j += 1
@@ -144,10 +158,6 @@ class QueuePlan:
                 self.free.insert(k, self.free[k - 1])
         for k in range(bisect.bisect_left(self.times, start), bisect.bisect_left(self.times, end)):
             self.free[k] -= need
-
-
-def _later(a: float | None, b: float | None) -> float | None:
-    return None if a is None or b is None else max(a, b)
 
 
 def _team_frees_room(session: Session, job: Job) -> float | None:
@@ -318,10 +328,11 @@ def explain(session: Session) -> dict[str, PendingInfo]:
         code, text = diagnose(session, job)
         held = session.book.by_holder.get(job.id)
         plan = plans.get(key) or plans.setdefault(key, QueuePlan(session, key))
-        eta = plan.start(min_units(session, job), job.expected_runtime_s) if key else None
+        # A job at its team's burst limit starts when its team frees room, and books units from then.
+        not_before = _team_frees_room(session, job) if code == WaitingReason.BURST_LIMIT else session.now
+        eta = plan.start(min_units(session, job), job.expected_runtime_s, not_before) \
+            if key and not_before is not None else None
         if held is not None:
             eta = held.at
-        if code == WaitingReason.BURST_LIMIT and eta is not None:
-            eta = _later(eta, _team_frees_room(session, job))
         infos[job.id] = PendingInfo(job.id, code, text, eta, team_rank[job.id], position)
     return infos

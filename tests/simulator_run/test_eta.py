@@ -35,3 +35,19 @@ def test_jobs_behind_a_queue_count_the_queue(tmp_path):
     assert result["eta_samples"] == {"training": 3} and result["eta_unknown"] == 0
     for name in ("q1", "q2"):  # each told it starts after the jobs ahead of it have run their hour
         assert abs(sim.first_eta[name] - starts[name]) < 120, name
+
+
+def test_far_down_a_long_queue_the_estimate_says_it_cannot_tell(tmp_path):
+    """The dry run plans the first PLANNED_JOBS of a model set's queue; past them an estimate costs
+    more than it tells (a thousand-node cycle must not spend seconds on it)."""
+    from scheduling.engine.explain import PLANNED_JOBS
+
+    rows = [job(f"run{i}", gpus=1, mem=80, duration=HOUR) for i in range(8)]
+    rows += [job(f"q{i:03d}", submit=60 + i, gpus=1, mem=80, duration=600) for i in range(PLANNED_JOBS + 8)]
+    rows += [job("end", submit=2 * HOUR, gpus=1)]
+    spec, jobs = load(tmp_path, cluster_doc(groups=[group()]), rows)
+    sim = Simulation(spec, jobs, "tessera", seed=1)
+    sim.run()
+    shown = [sim.first_eta[f"q{i:03d}"] for i in range(PLANNED_JOBS + 8)]
+    assert all(eta is not None for eta in shown[:PLANNED_JOBS // 2])
+    assert shown[-1] is None
