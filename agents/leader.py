@@ -114,6 +114,7 @@ class Elector:
         self._seen: tuple[str | None, str] | None = None  # (holder, resourceVersion) last read
         self._seen_at = 0.0  # our clock: when that record was first read
         self.last: Lease | None = None  # the record last read, for metrics
+        self.writes = 0  # successful creates and renewals, for metrics
 
     def leading(self) -> bool:
         return self._valid_until is not None and self.clock() < self._valid_until
@@ -128,6 +129,7 @@ class Elector:
                 acquired = lease is None or lease.holder != self.identity
                 self.store.write(lease, holder=self.identity, duration_s=self.lease_duration_s, acquired=acquired)
                 self._valid_until = sent + self.renew_deadline_s
+                self.writes += 1
             else:
                 self._valid_until = None  # someone else holds a live lease
         except LeaseConflict:

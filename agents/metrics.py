@@ -77,6 +77,28 @@ def cycle_recorded(fields: dict) -> None:
     cache.set(KEY.format(CYCLE_LAST_RUN), time.time(), timeout=None)
 
 
+LEADER = "tessera_leader"
+
+
+def leader_recorded(identity: str, renewed: float) -> None:
+    """The Lease as a beat replica last read it (agents/leadership.py): who holds it, when renewed."""
+    cache.set(KEY.format(LEADER), {"identity": identity, "renewed": renewed}, timeout=None)
+
+
+def leader() -> Iterator[Metric]:
+    """Only where beat elects a leader (TESSERA_LEADER_ELECTION): nothing is recorded otherwise."""
+    lease = cache.get(KEY.format(LEADER))
+    if not lease:
+        return
+    holder = GaugeMetricFamily(LEADER, "The beat replica that holds the scheduling Lease (1 for its identity).",
+                               labels=["identity"])
+    holder.add_metric([lease["identity"]], 1)
+    yield holder
+    yield GaugeMetricFamily("tessera_leader_lease_age_seconds", "Seconds since the leader last renewed the "
+                            "scheduling Lease (by its clock); past the lease duration a follower takes over.",
+                            value=round(max(0.0, time.time() - lease["renewed"]), 3))
+
+
 def events() -> Iterator[Metric]:
     names = [f"{CYCLE_DURATION}:bucket:{i}" for i in range(len(CYCLE_BUCKETS) + 1)] + \
         [f"{CYCLE_DURATION}:count", f"{CYCLE_DURATION}:sum_us", CYCLE_LAST_RUN, *EVENT_COUNTERS]
@@ -182,6 +204,7 @@ STATE: tuple[Callable[[], Iterator[Metric]], ...] = (pending_jobs, gpus, team_qu
 class TesseraCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         yield from events()
+        yield from leader()
         for source in STATE:
             yield from source()
 

@@ -232,6 +232,12 @@ TESSERA_METRICS_TOKEN = env_token("TESSERA_METRICS_TOKEN")
 # Each user's API requests per minute (portal/api_input.py); teams' submit limits are on the team.
 TESSERA_API_REQUESTS_PER_MINUTE = env_int("TESSERA_API_REQUESTS_PER_MINUTE", 600, minimum=1)
 TESSERA_ACTION_POLL_S = env_int("TESSERA_ACTION_POLL_S", 2, minimum=1)  # re-look at a waiting action
+# Beat with two or more replicas (deploy/beat.yaml): the one leading this namespace's Lease sends the
+# schedule (agents/leadership.py); off, or with the simulated backend, one beat sends it unconditionally.
+TESSERA_LEADER_ELECTION = env_bool("TESSERA_LEADER_ELECTION", False)
+TESSERA_LEASE_NAME = env_kube_name("TESSERA_LEASE_NAME", "tessera-scheduler")
+TESSERA_LEASE_NAMESPACE = env_kube_name("TESSERA_LEASE_NAMESPACE", "tessera-system", "label")
+CELERY_BEAT_SCHEDULER = "agents.leadership:LeaderScheduler"
 CELERY_BEAT_SCHEDULE = {
     "poll-agents": {"task": "agents.poll_agents", "schedule": float(TESSERA_POLL_INTERVAL_S)},
     "run-cycle": {"task": "agents.run_cycle", "schedule": float(TESSERA_CYCLE_INTERVAL_S)},

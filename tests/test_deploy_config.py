@@ -76,6 +76,9 @@ def test_an_openshift_cluster_names_its_operator_namespace_and_configmap():
     ("TESSERA_GPU_NODE_SELECTOR", "nvidia.com/gpu.present in (true)"),
     ("TESSERA_GPU_NODE_SELECTOR", "!nvidia.com/gpu.present=true"),
     ("TESSERA_GPU_NODE_SELECTOR", ""),
+    ("TESSERA_LEADER_ELECTION", "maybe"),
+    ("TESSERA_LEASE_NAMESPACE", "tessera.system"),
+    ("TESSERA_LEASE_NAME", "Tessera Scheduler"),
 ])
 def test_a_bad_kubernetes_setting_stops_start_up_and_is_named(name, value):
     result = start_django(**{name: value})

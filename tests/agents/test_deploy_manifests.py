@@ -66,13 +66,23 @@ def test_the_backend_gets_the_least_rights_it_needs():
     assert all(len(r["resources"]) == 1 and r["apiGroups"] == [""] for r in role["rules"])
     with_token = [d["metadata"]["name"] for d in _by_kind("Deployment") + _by_kind("DaemonSet")
                   if d["spec"]["template"]["spec"].get("automountServiceAccountToken", True)]
-    assert sorted(with_token) == ["tessera-portal", "tessera-worker"]
+    assert sorted(with_token) == ["tessera-beat", "tessera-portal", "tessera-worker"]
     portal = next(d for d in _by_kind("Deployment") if d["metadata"]["name"] == "tessera-portal")
     assert portal["spec"]["template"]["spec"]["serviceAccountName"] == "tessera-portal"
     worker = next(d for d in _by_kind("Deployment") if d["metadata"]["name"] == "tessera-worker")
     assert worker["spec"]["template"]["spec"]["serviceAccountName"] == "tessera-backend"
 
 
-def test_there_is_exactly_one_beat():
+def test_beat_and_the_workers_survive_a_lost_node():
+    """Two of each on different nodes, moved off a lost node in seconds; beat elects its sender."""
+    for name in ("tessera-beat", "tessera-worker"):
+        deployment = next(d for d in _by_kind("Deployment") if d["metadata"]["name"] == name)
+        pod = deployment["spec"]["template"]["spec"]
+        assert deployment["spec"]["replicas"] >= 2
+        [term] = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+        assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == {"app.kubernetes.io/name": name}
+        assert {(t["key"], t["tolerationSeconds"]) for t in pod["tolerations"]} == {
+            ("node.kubernetes.io/not-ready", 10), ("node.kubernetes.io/unreachable", 10)}
     beat = next(d for d in _by_kind("Deployment") if d["metadata"]["name"] == "tessera-beat")
-    assert beat["spec"]["replicas"] == 1 and beat["spec"]["strategy"]["type"] == "Recreate"
+    assert beat["spec"]["template"]["spec"]["serviceAccountName"] == "tessera-beat"
+    assert yaml.safe_load((DEPLOY / "configmap.yaml").read_text())["data"]["TESSERA_LEADER_ELECTION"] == "1"

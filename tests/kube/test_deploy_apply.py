@@ -30,7 +30,7 @@ OPERATOR_PREREQUISITES = [
     {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "nvidia"}, "handler": "nvidia"},
 ]
 # Pods the controllers create from deploy/'s templates (the DaemonSet's on the one GPU node below).
-EXPECTED_PODS = {"tessera-portal": 2, "tessera-worker": 2, "tessera-beat": 1, "tessera-redis": 1,
+EXPECTED_PODS = {"tessera-portal": 2, "tessera-worker": 2, "tessera-beat": 2, "tessera-redis": 1,
                  "tessera-migrate": 1, "tessera-node-agent": 1}
 
 
