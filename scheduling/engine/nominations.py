@@ -18,7 +18,10 @@ Here a nomination is the set of whole GPUs the preemptor would take once its vic
 probe placement when it preempts), for a gang over all its nodes. The plan returns the ones in
 force; the backend keeps them and hands them back in the next snapshot, as the API server keeps
 the field. At the start of a cycle each becomes a reservation in the session's book
-(reservations.py masks it for the holder's class and below, never for a higher class). It is
+(reservations.py masks it for the holder's class and below, never for a higher class). A
+reclaim (a team under its guarantee taking back what others borrowed, whatever their class)
+holds against its victims' class too: Kueue orders workloads within nominal quota before
+borrowing ones, so a borrower cannot be re-admitted into what the reclaimer waits for. It is
 dropped when the job is no longer pending (bound or gone), when one of its GPUs is held by work
 that is not stopping (a higher class took it: the job no longer fits there), and replaced when
 the job nominates again. Left out: sub-GPU requests (a MIG slice or share) are not nominated.
@@ -48,7 +51,7 @@ def load(session: Session) -> None:
         job = waiting.get(nomination.job_id)
         gpus = _held(session, nomination.gpus)
         if job is not None and gpus:
-            _hold(session, job, gpus)
+            _hold(session, job, gpus, nomination.priority)
 
 
 def _held(session: Session, refs: tuple[GpuRef, ...]) -> list[GpuState]:
@@ -71,16 +74,18 @@ def _held(session: Session, refs: tuple[GpuRef, ...]) -> list[GpuState]:
     return gpus
 
 
-def _hold(session: Session, job: Job, gpus: list[GpuState]) -> None:
+def _hold(session: Session, job: Job, gpus: list[GpuState], priority: int) -> None:
     book = session.book
-    book.add(Reservation(job.id, job.team, job.priority, session.now, gpus))
+    book.add(Reservation(job.id, job.team, priority, session.now, gpus))
     book.level_at = None  # the new mask must be re-levelled for the next placement
-    session.nominations[job.id] = tuple((gpu.node.name, gpu.index) for gpu in gpus)
+    session.nominations[job.id] = Nomination(job_id=job.id, priority=priority,
+                                             gpus=tuple((gpu.node.name, gpu.index) for gpu in gpus))
 
 
-def nominate(session: Session, job: Job, victims: list[str]) -> None:
-    """Nominate to `job` the whole GPUs it would take once `victims` stop; a nomination of a
-    lower class on any of them is cleared, the job's own earlier one replaced."""
+def nominate(session: Session, job: Job, victims: list[str], priority: int) -> None:
+    """Nominate to `job` the whole GPUs it would take once `victims` stop, held against jobs of
+    `priority` and below; a nomination held below that on any of them is cleared, the job's own
+    earlier one replaced."""
     if not session.features.nominate:
         return
     book = session.book
@@ -90,11 +95,11 @@ def nominate(session: Session, job: Job, victims: list[str]) -> None:
         session.nominations.pop(job.id, None)
     gpus = _probe(session, job, victims)
     keys = {gpu.key for gpu in gpus}
-    for res in [r for r in book.items if r.priority < job.priority and keys & {g.key for g in r.gpus}]:
+    for res in [r for r in book.items if r.priority < priority and keys & {g.key for g in r.gpus}]:
         book.drop(res)
         session.nominations.pop(res.holder, None)
     if gpus:
-        _hold(session, job, gpus)
+        _hold(session, job, gpus, priority)
 
 
 def _probe(session: Session, job: Job, victims: list[str]) -> list[GpuState]:
@@ -114,5 +119,5 @@ def _probe(session: Session, job: Job, victims: list[str]) -> list[GpuState]:
 
 def in_force(session: Session) -> tuple[Nomination, ...]:
     """Nominations for the next snapshot: those of jobs still waiting."""
-    return tuple(Nomination(job_id=job_id, gpus=refs) for job_id, refs in sorted(session.nominations.items())
+    return tuple(n for job_id, n in sorted(session.nominations.items())
                  if job_id not in session.placed and job_id not in session.members)

@@ -20,7 +20,7 @@ from .plan import Allocation, Bind, Preempt, Repartition
 from .reasons import PreemptReason, WaitingReason
 from .reservations import Book
 from .state import GpuKey, GpuState, Member, NodeState, Outer, Shape
-from .types import GpuRef, Job, Queue, Snapshot
+from .types import Job, Nomination, Queue, Snapshot
 
 if TYPE_CHECKING:
     from .explain import ModelSupply, ReleaseCurve
@@ -56,7 +56,7 @@ class Session:
         self.consolidating: set[str] = set()  # preemptors whose victims are only moving
         self.reasons: dict[str, tuple[WaitingReason, str]] = {}  # job -> why it waits, decided by an action
         self.book = Book(self)  # reservations for blocked jobs (EASY backfilling) and nominations
-        self.nominations: dict[str, tuple[GpuRef, ...]] = {}  # nominated job -> its GPUs (nominations.py)
+        self.nominations: dict[str, Nomination] = {}  # nominated job -> its GPUs (nominations.py)
         self.placed: set[str] = set()
         self.max_gpus_per_node = max((len(n.gpus) for n in snapshot.nodes), default=0)
         self.releases = 0  # bumps whenever capacity is given back (see actions.common)

@@ -35,7 +35,8 @@ def snapshot_from_dict(document: dict[str, Any]) -> Snapshot:
         queues=tuple(Queue(**q) for q in data["queues"]),
         in_flight=tuple(_in_flight(a) for a in data["in_flight"]),
         spine_oversubscription=data["spine_oversubscription"],
-        nominations=tuple(Nomination(job_id=n["job_id"], gpus=tuple((g[0], g[1]) for g in n["gpus"]))
+        nominations=tuple(Nomination(job_id=n["job_id"], gpus=tuple((g[0], g[1]) for g in n["gpus"]),
+                                     priority=n["priority"])
                           for n in data.get("nominations", ())))  # absent from dumps made before
 
 

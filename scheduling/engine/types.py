@@ -161,6 +161,8 @@ class Nomination:
 
     job_id: str
     gpus: tuple[GpuRef, ...]
+    priority: int  # jobs of this priority or below cannot use them: the preemptor's, or for a
+    #                reclaim the highest of its victims' (Kueue admits within-quota work first)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -62,13 +62,13 @@ def queue(team, guaranteed=0.0, burst_limit=None, weight=1.0) -> Queue:
 def snap(nodes, pending=(), running=(), queues=(), in_flight=(), now=NOW, spine_oversubscription=1.0,
          nominations=()):
     """`queues`: Queue objects or (team, guaranteed[, burst limit[, weight]]) tuples;
-    `nominations`: Nomination objects or (job id, [(node, gpu index), ...]) pairs."""
+    `nominations`: Nomination objects or (job id, [(node, gpu index), ...], priority) tuples."""
     return Snapshot(now=now, nodes=tuple(nodes), pending=tuple(pending),
                     running=tuple(running), queues=tuple(queue(*q) if isinstance(q, tuple)
                                                          else q for q in queues),
                     in_flight=tuple(in_flight), spine_oversubscription=spine_oversubscription,
                     nominations=tuple(n if isinstance(n, Nomination) else
-                                      Nomination(job_id=n[0], gpus=tuple(tuple(g) for g in n[1]))
+                                      Nomination(job_id=n[0], gpus=tuple(tuple(g) for g in n[1]), priority=n[2])
                                       for n in nominations))
 
 

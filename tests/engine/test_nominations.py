@@ -43,7 +43,7 @@ def test_without_nomination_the_lower_class_takes_the_freed_gpus_back():
     a, b = job("a", cls="best-effort", gpus=8), job("b", cls="best-effort", gpus=8)
     plain = get_policy("kueue").with_features(nominate=False)
     plan = schedule(snap(NODES, [GANG, a], [running(b, "n2", EIGHT)], queues=[("ml", 40)],
-                         in_flight=[stopping("b")], nominations=[("gang", BOTH)]), plain)
+                         in_flight=[stopping("b")], nominations=[("gang", BOTH, GANG.priority)]), plain)
     assert [(bd.job_id, bd.node) for bd in plan.binds] == [("a", "n1")]
     assert plan.nominations == ()
 
@@ -54,7 +54,7 @@ def test_only_a_higher_class_may_use_nominated_gpus(cls, takes):
     other = job("other", team="web", cls=cls, gpus=8)
     plan = schedule(snap(NODES, [GANG, other], [running(job("b", cls="best-effort", gpus=8), "n2", EIGHT)],
                          queues=[("ml", 40), ("web", 40)], in_flight=[stopping("b")],
-                         nominations=[("gang", BOTH)]), "kueue")
+                         nominations=[("gang", BOTH, GANG.priority)]), "kueue")
     assert [(bd.job_id, bd.node) for bd in plan.binds] == ([("other", "n1")] if takes else [])
 
 
@@ -63,13 +63,13 @@ def test_a_nomination_is_dropped_once_its_gpus_run_other_work():
     prod = job("prod", team="web", cls="production", gpus=8)
     plan = schedule(snap(NODES, [GANG], [running(prod, "n1", EIGHT, started=NOW - 10),
                                          running(job("b", cls="best-effort", gpus=8), "n2", EIGHT)],
-                         queues=[("ml", 40), ("web", 40)], nominations=[("gang", BOTH)]), "kueue")
+                         queues=[("ml", 40), ("web", 40)], nominations=[("gang", BOTH, GANG.priority)]), "kueue")
     assert all(n.job_id != "gang" or ("n1", 0) not in n.gpus for n in plan.nominations)
 
 
 def test_a_nomination_of_a_job_no_longer_pending_is_dropped():
     plan = schedule(snap(NODES, [job("x", cls="best-effort", gpus=8)], queues=[("ml", 40)],
-                         nominations=[("gang", BOTH)]), "kueue")
+                         nominations=[("gang", BOTH, GANG.priority)]), "kueue")
     assert plan.nominations == ()
     assert [bd.job_id for bd in plan.binds] == ["x"]
 
@@ -79,3 +79,17 @@ def test_tessera_never_nominates():
     plan = schedule(snap(NODES, [GANG], [running(a, "n1", EIGHT), running(b, "n2", EIGHT)],
                          queues=[("ml", 40)]), "tessera")
     assert plan.preemptions and plan.nominations == ()
+
+
+def test_a_reclaim_holds_against_its_higher_class_victims_too():
+    """A team under its guarantee takes back borrowed GPUs whatever their class; the borrower
+    must not be re-admitted into them (Kueue orders within-quota work before borrowing)."""
+    a = job("a", team="other", cls="interactive", gpus=8)
+    b = job("b", team="other", cls="interactive", gpus=8)
+    queues = [("ml", 8), ("other", 0, 40)]
+    gang = job("gang", gpus=8)
+    first = schedule(snap([node("n1")], [gang], [running(a, "n1", EIGHT, borrowed=True)], queues=queues), "kueue")
+    assert [p.job_id for p in first.preemptions] == ["a"] and first.preemptions[0].reason == "reclaim"
+    assert [(n.job_id, n.priority) for n in first.nominations] == [("gang", a.priority)]
+    again = schedule(snap([node("n1")], [gang, a, b], queues=queues, nominations=first.nominations), "kueue")
+    assert [(bd.job_id, bd.node) for bd in again.binds] == [("gang", "n1")]

@@ -186,8 +186,11 @@ def nominate(session: Session, job: Job, victims: list[str], reason: PreemptReas
         session.preemptions.append(Preempt(job_id=victim, for_job_id=job.id, reason=reason))
         session.preempting.add(victim)
     session.nominated[job.id] = len(victims)
-    if reason != PreemptReason.CONSOLIDATE:
-        hold_for(session, job, victims)
+    if reason == PreemptReason.PREEMPT:
+        hold_for(session, job, victims, job.priority)
+    elif reason == PreemptReason.RECLAIM:  # the victims may be of a higher class (nominations.py)
+        hold_for(session, job, victims, max([job.priority] + [session.members[v][0].known_job.priority
+                                                              for v in victims if v in session.members]))
     code, what = WAITING.get(reason, STOPPING)
     session.reasons[job.id] = (
         code, f"{len(victims)} job(s) {what} to make room ({', '.join(victims)}); it starts once "
