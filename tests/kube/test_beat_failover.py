@@ -1,0 +1,89 @@
+"""Two real `celery beat` processes with TESSERA_LEADER_ELECTION on, against the real API server
+as beat's ServiceAccount, with the production timings (lease 15 s, renew deadline 10 s, retry
+2 s): only the Lease holder sends the schedule; SIGKILL it and the other sends within the lease
+duration (plus its retry period to notice), and /metrics names the new leader."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+import redis
+from django.conf import settings
+from kubernetes import client
+
+from agents import leadership, metrics
+from tests.kube.control_plane import ROOT
+
+SENT = "Sending due task run-cycle"
+
+
+class Beat:
+    def __init__(self, name: str, env: dict, folder):
+        self.name, self.log = name, folder / f"{name}.log"
+        with open(self.log, "wb") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "tessera", "beat", "--loglevel", "INFO",
+                 "--schedule", str(folder / f"{name}-schedule")],
+                cwd=ROOT, env={**env, "HOSTNAME": name}, stdout=out, stderr=subprocess.STDOUT)
+
+    def sent(self) -> int:
+        return self.log.read_text(errors="replace").count(SENT)
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+
+
+def holder(admin, lease: str) -> str:
+    try:
+        return client.CoordinationV1Api(admin).read_namespaced_lease(lease, "tessera-system").spec.holder_identity
+    except client.exceptions.ApiException:
+        return ""
+
+
+def wait_for(condition, timeout: float) -> float:
+    started = time.monotonic()
+    while not condition():
+        assert time.monotonic() - started < timeout, "timed out"
+        time.sleep(0.1)
+    return time.monotonic() - started
+
+
+@pytest.mark.django_db
+def test_only_the_leader_beat_sends_and_a_killed_one_is_replaced(control_plane, kube_admin, tmp_path):
+    lease = f"tessera-scheduler-{uuid.uuid4().hex[:6]}"
+    env = dict(os.environ, TESSERA_BACKEND="kubernetes", TESSERA_LEADER_ELECTION="1", TESSERA_LEASE_NAME=lease,
+               TESSERA_KUBECONFIG=str(control_plane.write_kubeconfig(tmp_path / "beat.kubeconfig",
+                                                                     control_plane.beat_token)),
+               REDIS_KEY_PREFIX=settings.REDIS_KEY_PREFIX, LOG_FORMAT="text")
+    a = Beat("beat-a", env, tmp_path)
+    b = None
+    try:
+        wait_for(lambda: holder(kube_admin, lease).startswith("beat-a"), timeout=60)
+        b = Beat("beat-b", env, tmp_path)
+        wait_for(lambda: a.sent() >= 2, timeout=30)
+        time.sleep(2 * leadership.RETRY_PERIOD_S)
+        assert b.sent() == 0, "a follower sent the schedule"
+        a.kill()
+        killed = time.monotonic()
+        takeover = wait_for(lambda: b.sent() > 0, timeout=3 * leadership.LEASE_DURATION_S)
+        print(f"\nreal beat processes: first cycle sent by the follower {takeover:.1f} s after the leader's "
+              f"SIGKILL (lease {leadership.LEASE_DURATION_S:.0f} s, retry {leadership.RETRY_PERIOD_S:.0f} s)")
+        assert holder(kube_admin, lease).startswith("beat-b")
+        assert takeover <= leadership.LEASE_DURATION_S + 2 * leadership.RETRY_PERIOD_S + 1.0
+        assert time.monotonic() - killed >= leadership.LEASE_DURATION_S - leadership.RETRY_PERIOD_S
+        families = {family.name: family for family in metrics.TesseraCollector().collect()}
+        assert families["tessera_leader"].samples[0].labels["identity"].startswith("beat-b")
+    finally:
+        a.kill()
+        if b is not None:
+            b.kill()
+        # What they sent waits for no worker: drop it (the queue is this run's own, REDIS_KEY_PREFIX).
+        redis.Redis.from_url(settings.REDIS_URL).delete(f"{settings.REDIS_KEY_PREFIX}:celery")
