@@ -115,6 +115,8 @@ def adopt(backend: SimulatedBackend, job: Job) -> None:
         request = actions.bind_request(action, job, len(by_node))
         env = tuple((k, str(done) if k == ENV_RESUME else v) for k, v in request.env)
         backend.bind(dataclasses.replace(request, env=env))
+        # The bind below finds the pod bound and bills from when the cluster says it started.
+        backend.backdate(request.namespace, request.pod_name, job.started_at.timestamp())
         actions.action_advance(action_id=action.pk, backend=backend)
 
 

@@ -95,11 +95,6 @@ def _has_cycled(database: Path) -> bool:
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.xfail(strict=True, reason=(
-    "agents/embedded.adopt binds the demo's running jobs anew when the loop starts, and since 602292e "
-    "a bind moves its placements' start to when the simulated pod started (now): the demo's day of "
-    "allocation and utilisation history, and its billing, start at the moment make demo started. "
-    "The fix belongs in adopt (agents/); remove this mark with it."))
 def test_adopting_the_demos_running_jobs_keeps_when_they_started(tmp_path):
     from agents import embedded, runtime
     from scheduling.models import Placement

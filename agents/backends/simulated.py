@@ -155,6 +155,12 @@ class SimulatedBackend:
         with self._state() as state:
             state["api_errors_until"] = state["now"] + seconds
 
+    def backdate(self, namespace: str, pod_name: str, started_at: float) -> None:
+        """Report the pod as started at `started_at` (its work still counts from its bind): the
+        demo's jobs were placed before the loop ran, and their history and billing start then."""
+        with self._state() as state:
+            state["pods"][f"{namespace}/{pod_name}"]["reported_start"] = started_at
+
     def _api_call(self, state: dict) -> None:
         if state["now"] < state.get("api_errors_until", 0.0):
             raise TransientBackendError("simulated cluster API error (503)")
@@ -395,7 +401,7 @@ def _observation(pod: dict, node: dict) -> JobObservation:
         job_id=pod["job_id"], pod_name=pod["name"], namespace=pod["namespace"], status=status,
         node_name=pod["node"], reason=pod["reason"], exit_code=pod["exit_code"],
         terminating=pod["stop_at"] is not None, annotations=dict(pod["annotations"]), finished_at=pod["ended_at"],
-        started_at=pod["started_at"])
+        started_at=pod.get("reported_start", pod["started_at"]))
 
 
 def _faulty_report(kind: str, node: dict) -> object:
