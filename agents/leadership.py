@@ -69,11 +69,14 @@ def step_and_record(candidate: Elector) -> None:
         metrics.leader_recorded(lease.holder, lease.renew_time.timestamp())
 
 
+_stopping = threading.Event()
+
+
 def start(stop: threading.Event | None = None) -> threading.Thread | None:
     """Step the elector every retry period in a daemon thread (beat calls it once at start)."""
     if not enabled():
         return None
-    candidate, stop = elector(), stop or threading.Event()
+    candidate, stop = elector(), stop or _stopping
 
     def loop() -> None:
         while not stop.is_set():
@@ -97,6 +100,12 @@ class LeaderScheduler(PersistentScheduler):
             if entry.task == "agents.run_cycle" and enabled():
                 entry.options["expires"] = CYCLE_EXPIRES_S
         start()
+
+    def close(self):
+        super().close()
+        if enabled():  # a clean stop hands over at once, not a lease duration later
+            _stopping.set()
+            elector().release()
 
     def is_due(self, entry):
         if not leading():

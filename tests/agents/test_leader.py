@@ -174,3 +174,24 @@ def test_run_steps_every_retry_period_until_stopped(world):
     slept = []
     a.run(stop=lambda: len(slept) >= 3, sleep=slept.append)
     assert slept == [RETRY] * 3 and a.leading()
+
+
+def test_a_released_lease_is_taken_at_the_followers_next_look_and_the_old_leader_stops_first(world):
+    clock, store, a, b = world
+    a.step()
+    b.step()
+    a.release()
+    assert not a.leading() and store.lease.holder == ""
+    clock.now += RETRY
+    assert b.step() and store.lease.holder == "b"
+
+
+def test_release_by_a_partitioned_or_former_leader_changes_nothing_it_does_not_hold(world):
+    clock, store, a, b = world
+    a.step()
+    store.down = True
+    a.release()  # cannot reach the server: leadership ends here, the lease runs out by itself
+    assert not a.leading() and store.lease.holder == "a"
+    store.down = False
+    b.release()  # never led
+    assert store.lease.holder == "a"

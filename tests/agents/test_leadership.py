@@ -3,6 +3,7 @@ elects, and /metrics says who leads and how old the lease is."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -22,6 +23,7 @@ def elected(settings, monkeypatch):
     candidate = Elector(store, "beat-a", lease_duration_s=15, renew_deadline_s=10, retry_period_s=2, clock=clock)
     monkeypatch.setattr(leadership, "elector", lambda: candidate)
     monkeypatch.setattr(leadership, "start", lambda: None)  # the tests step it themselves
+    monkeypatch.setattr(leadership, "_stopping", threading.Event())
     return candidate, clock, store
 
 
@@ -77,3 +79,12 @@ def test_metrics_name_the_leader_and_the_lease_age(elected):
     metrics.leader_recorded("beat-b", time.time() - 4.0)  # as a follower read b's lease, renewed 4 s ago
     assert samples("tessera_leader")[0].labels == {"identity": "beat-b"}
     assert 4.0 <= samples("tessera_leader_lease_age_seconds")[0].value < 10.0
+
+
+def test_a_stopping_beat_hands_the_lease_over(elected, tmp_path):
+    candidate, clock, store = elected
+    candidate.step()
+    beat = scheduler(tmp_path)
+    beat.setup_schedule()
+    beat.close()
+    assert not candidate.leading() and not store.lease.holder and leadership._stopping.is_set()

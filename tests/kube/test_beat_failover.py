@@ -1,7 +1,8 @@
 """Two real `celery beat` processes with TESSERA_LEADER_ELECTION on, against the real API server
 as beat's ServiceAccount, with the production timings (lease 15 s, renew deadline 10 s, retry
 2 s): only the Lease holder sends the schedule; SIGKILL it and the other sends within the lease
-duration (plus its retry period to notice), and /metrics names the new leader."""
+duration (plus its retry period to notice), and /metrics names the new leader; SIGTERM the new
+leader and it hands the Lease over as it exits, so a third sends within a retry period or two."""
 
 from __future__ import annotations
 
@@ -64,7 +65,7 @@ def test_only_the_leader_beat_sends_and_a_killed_one_is_replaced(control_plane, 
                                                                      control_plane.beat_token)),
                REDIS_KEY_PREFIX=settings.REDIS_KEY_PREFIX, LOG_FORMAT="text")
     a = Beat("beat-a", env, tmp_path)
-    b = None
+    b = c = None
     try:
         wait_for(lambda: holder(kube_admin, lease).startswith("beat-a"), timeout=60)
         b = Beat("beat-b", env, tmp_path)
@@ -81,9 +82,19 @@ def test_only_the_leader_beat_sends_and_a_killed_one_is_replaced(control_plane, 
         assert time.monotonic() - killed >= leadership.LEASE_DURATION_S - leadership.RETRY_PERIOD_S
         families = {family.name: family for family in metrics.TesseraCollector().collect()}
         assert families["tessera_leader"].samples[0].labels["identity"].startswith("beat-b")
+
+        # A clean stop (a rolling update) hands over at once: the leader clears the Lease as it exits.
+        c = Beat("beat-c", env, tmp_path)
+        time.sleep(8.0)  # c is up and following
+        assert c.sent() == 0
+        b.process.send_signal(signal.SIGTERM)
+        handover = wait_for(lambda: c.sent() > 0, timeout=3 * leadership.LEASE_DURATION_S)
+        print(f"after the leader's SIGTERM the next beat sent its first cycle {handover:.1f} s later")
+        assert handover <= 2 * leadership.RETRY_PERIOD_S + 1.0
     finally:
         a.kill()
-        if b is not None:
-            b.kill()
+        for beat in (b, c):
+            if beat is not None:
+                beat.kill()
         # What they sent waits for no worker: drop it (the queue is this run's own, REDIS_KEY_PREFIX).
         redis.Redis.from_url(settings.REDIS_URL).delete(f"{settings.REDIS_KEY_PREFIX}:celery")
