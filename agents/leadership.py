@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import socket
 import threading
 import time
@@ -38,7 +37,7 @@ def enabled() -> bool:
 
 @functools.cache
 def elector() -> Elector:
-    """This process's candidate; its identity names the pod (HOSTNAME) and this process."""
+    """This process's candidate; its identity names the pod (a pod's host name) and this process."""
     from kubernetes import client, config
 
     if settings.TESSERA_KUBECONFIG:
@@ -47,7 +46,7 @@ def elector() -> Elector:
         config.load_incluster_config()
         api_client = client.ApiClient()
     store = KubeLeaseStore(api_client, name=settings.TESSERA_LEASE_NAME, namespace=settings.TESSERA_LEASE_NAMESPACE)
-    identity = f"{os.environ.get('HOSTNAME') or socket.gethostname()}-{uuid.uuid4().hex[:6]}"
+    identity = f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
     return Elector(store, identity, lease_duration_s=LEASE_DURATION_S, renew_deadline_s=RENEW_DEADLINE_S,
                    retry_period_s=RETRY_PERIOD_S)
 
