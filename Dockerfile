@@ -27,6 +27,7 @@ COPY ui/ ui/
 COPY agents/ agents/
 COPY billing/ billing/
 COPY checkpoints/ checkpoints/
+COPY notifications/ notifications/
 COPY scheduling/ scheduling/
 COPY portal/ portal/
 COPY templates/ templates/
