@@ -118,7 +118,7 @@ def job_pods(job: Job) -> list[str]:
 def observed_pods(backend: Backend, job: Job) -> dict:
     """pod name -> observation, for the pods of the job's current run that the cluster still has."""
     pods = set(job_pods(job))
-    return {o.pod_name: o for o in backend.poll_observations() if o.pod_name in pods and o.job_id == str(job.pk)}
+    return {o.pod_name: o for o in backend.job_observations(str(job.pk)) if o.pod_name in pods}
 
 
 def stop_pods(backend: Backend, job: Job, pods, reason: str, grace_s: int = 0) -> None:
@@ -193,7 +193,7 @@ def pod_started_at(backend: Backend, job: Job, pod: str, outcome: Outcome, now: 
     after = max(now, database_now())
     if outcome == Outcome.DONE:
         return after
-    seen = next((o for o in backend.poll_observations() if o.pod_name == pod and o.job_id == str(job.pk)), None)
+    seen = next((o for o in backend.job_observations(str(job.pk)) if o.pod_name == pod), None)
     if seen is None or seen.started_at is None:
         return after
     return min(after, datetime.fromtimestamp(seen.started_at, tz=UTC))

@@ -224,6 +224,9 @@ class Backend(Protocol):
     def poll_observations(self) -> list[JobObservation]:
         """Every pod of ours now: the full picture, to reconcile against."""
 
+    def job_observations(self, job_id: str) -> list[JobObservation]:
+        """The pods of one job now: what an action step needs, without listing every pod."""
+
     def watch(self, timeout_s: float) -> Iterator[JobObservation]:
         """Changes since the last poll or watch, for up to timeout_s seconds."""
 

@@ -251,6 +251,15 @@ class KubernetesBackend:
         self._resource_version = pods.metadata.resource_version
         return [obs for obs in map(pod_observation, pods.items) if obs is not None]
 
+    def job_observations(self, job_id: str) -> list[JobObservation]:
+        # The API server filters by the job's label: one job's pods cross the wire, not the
+        # cluster's (a full list took 0.67 s at 2,000 pods in every action step). The watch's
+        # resume point is the full poll's alone, so it is left as it is.
+        pods = self.core.list_pod_for_all_namespaces(
+            label_selector=f"{m.MANAGED_SELECTOR},{m.LABEL_JOB}={job_id}",
+            _request_timeout=self.config.request_timeout_s)
+        return [obs for obs in map(pod_observation, pods.items) if obs is not None]
+
     def watch(self, timeout_s: float) -> Iterator[JobObservation]:
         """Pod changes since the last poll or watch; relists when the server has forgotten that."""
         if self._resource_version is None:

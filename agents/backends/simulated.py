@@ -260,6 +260,9 @@ class SimulatedBackend:
                     if pod is not None and (pod["checkpoint"] or {}).get("id") == checkpoint_id:
                         pod["checkpoint"]["confirmed"] = True
 
+    def job_observations(self, job_id: str) -> list[JobObservation]:
+        return [o for o in self.poll_observations() if o.job_id == job_id]
+
     def watch(self, timeout_s: float) -> Iterator[JobObservation]:
         yield from self.poll_observations()  # no change feed: the full picture is always current
 

@@ -281,6 +281,18 @@ def test_poll_sees_our_pods_only(backend, cluster):
     assert (seen.job_id, seen.status, seen.node_name) == ("42", JobStatus.PENDING, "gpu-h100-01")
 
 
+def test_one_jobs_pods_are_read_by_its_label_and_leave_the_watch_where_it_was(backend, cluster):
+    backend.bind(_bind())
+    backend.bind(_bind(job_id="43", pod_name="job-43-0"))
+    backend.poll_observations()
+    resume_at = backend._resource_version
+    cluster.set_pod_phase("team-vision", "job-43-0", "Running")
+    assert [o.pod_name for o in backend.job_observations("43")] == ["job-43-0"]
+    assert backend.job_observations("44") == []
+    assert backend._resource_version == resume_at  # the watch still sees job 43's change
+    assert _statuses(backend.watch(timeout_s=1)) == [("43", JobStatus.RUNNING)]
+
+
 def test_watch_resumes_where_the_poll_left_off(backend, cluster):
     backend.bind(_bind())
     backend.poll_observations()
