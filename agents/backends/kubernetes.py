@@ -251,6 +251,7 @@ class KubernetesBackend:
         self._resource_version = pods.metadata.resource_version
         return [obs for obs in map(pod_observation, pods.items) if obs is not None]
 
+    @_api_errors
     def job_observations(self, job_id: str) -> list[JobObservation]:
         # The API server filters by the job's label: one job's pods cross the wire, not the
         # cluster's (a full list took 0.67 s at 2,000 pods in every action step). The watch's

@@ -357,3 +357,9 @@ def test_a_throttled_or_unavailable_api_is_a_transient_error_and_a_retry_succeed
     with pytest.raises(TransientBackendError):
         backend.inventory()
     assert {n.name for n in backend.inventory()} >= {"gpu-h100-01"}
+
+
+def test_reading_one_jobs_pods_while_the_api_is_away_is_a_transient_error(backend, cluster):
+    cluster.fail_next(1, code=503, reason="ServiceUnavailable")
+    with pytest.raises(TransientBackendError):
+        backend.job_observations("42")
