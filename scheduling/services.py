@@ -27,6 +27,7 @@ from portal.models import Project, Team
 from scheduling import signals, sizing
 from scheduling.clock import database_now
 from scheduling.engine.reasons import PreemptReason, WaitingReason
+from scheduling.engine.wording import gpu_count
 from scheduling.models import ActionRequest, Job, JobEvent, Placement, PriorityClass
 from scheduling.payloads import PreemptPayload
 from scheduling.selectors import cluster_gpu_models, priority_classes_for, team_queue
@@ -149,7 +150,7 @@ def _resources_errors(*, gpus, gpu_memory_gb, gpu_models, gang, cpu_cores, memor
     total = sum(m["count"] for m in candidates.values())
     if gpus > total:
         what = "A gang" if gang else "A job"
-        errors["gpus"] = f"{what} of {gpus} GPUs is larger than the cluster ({total} GPUs)."
+        errors["gpus"] = f"{what} of {gpu_count(gpus)} is larger than the cluster ({gpu_count(total)})."
     if not 0 < cpu_cores <= MAX_CPU_CORES:
         errors["cpu_cores"] = f"CPU cores must be above 0 and at most {MAX_CPU_CORES}."
     if memory_gb < 0:

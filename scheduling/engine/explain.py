@@ -20,7 +20,7 @@ from .plan import PendingInfo
 from .reasons import WaitingReason
 from .tiers import tier_order
 from .types import Job
-from .wording import gpus
+from .wording import gpu_count, gpus
 
 ReleaseCurve = tuple[float, float, list[float], list[float]]  # free, total, ends, units freed by then
 
@@ -217,15 +217,15 @@ def _whole_reason(session: Session, job: Job, models: Models) -> Reason:
     if members > 1 and total > session.max_gpus_per_node and session.features.gang:
         free_nodes = sum(len(b.get(session.max_gpus_per_node, {}))
                          for (m, _), b in session.whole.items() if m in models)
-        return (WaitingReason.NO_GANG_GROUP, f"needs {members} × {count} {names} GPUs on nodes under one "
+        return (WaitingReason.NO_GANG_GROUP, f"needs {members} × {gpu_count(count, names)} on nodes under one "
                 f"leaf switch; {free_nodes} fully free nodes now")
     if best >= total:
         return (WaitingReason.HOST_RESOURCES, f"needs {job.cpu_cores:g} CPU cores and {job.memory_gb:g} GB "
-                f"RAM beside its GPUs; no node with {total} free GPUs has that much left")
+                f"RAM beside its GPUs; no node with {gpu_count(total, free=True)} has that much left")
     if other >= total and job.production:
         return (WaitingReason.TIER, f"production inference never runs on spot; only spot nodes have "
-                f"{total} free {names} GPUs")
-    return (WaitingReason.NO_FREE_GPUS, f"needs {total} {names} GPUs on {_node_word(session, models)}; "
+                f"{gpu_count(total, names, free=True)}")
+    return (WaitingReason.NO_FREE_GPUS, f"needs {gpu_count(total, names)} on {_node_word(session, models)}; "
             f"the largest free group is {best}")
 
 
@@ -256,7 +256,7 @@ def _reservation_text(session: Session, job: Job, held: Reservation) -> str:
     nodes = held.nodes
     where = ", ".join(nodes[:4]) + (f" and {len(nodes) - 4} more" if len(nodes) > 4 else "")
     count = len(held.gpus)
-    return (f"holds a reservation on {where} ({count} GPU{'' if count == 1 else 's'}), free "
+    return (f"holds a reservation on {where} ({gpu_count(count)}), free "
             f"{_in(session, held.at)} when their running jobs are expected to end; meanwhile only jobs "
             "that finish before then may use them")
 

@@ -3,6 +3,7 @@
 import pytest
 
 from scheduling.engine import schedule
+from scheduling.engine.wording import gpu_count
 from tests.engine.builders import binds_by_job, inference, job, node, snap
 
 
@@ -130,3 +131,12 @@ def test_a_cycle_is_deterministic():
         [inference(f"i{i}", 5 + 7 * i) for i in range(6)]
     first, second = schedule(snap(nodes, jobs)), schedule(snap(nodes, jobs))
     assert first.binds == second.binds and first.pending == second.pending
+
+
+def test_one_gpu_reads_singular_in_the_sentences():
+    """Issue 16: 'needs 1 H100-80GB GPUs' read wrong; one GPU is singular, everything else plural."""
+    plan = schedule(snap([node("a", gpus=1)], [job("busy", gpus=1), job("j", gpus=1)]))
+    waiting = next(info for info in plan.pending.values())
+    assert "needs 1 H100-80GB GPU on one NVSwitch node; the largest free group is 0" in waiting.message
+    assert (gpu_count(1, "H100-80GB"), gpu_count(2, free=True), gpu_count(0.5)) == \
+        ("1 H100-80GB GPU", "2 free GPUs", "0.5 GPUs")

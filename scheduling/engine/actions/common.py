@@ -13,7 +13,7 @@ from ..placement import allowed_models, as_whole, model_memory, place_job
 from ..reasons import WaitingReason
 from ..statement import Statement
 from ..types import Job
-from ..wording import gpus
+from ..wording import gpu_count, gpus
 
 if TYPE_CHECKING:
     from ..explain import Reason
@@ -106,15 +106,15 @@ def burst_refusal(session: Session, job: Job, units: float, used: float | None =
     if used is None:
         used = session.usage.get(job.team, 0.0)
     if q.burst_limit_gpus is not None and units > q.burst_limit_gpus + 1e-9:
-        return (WaitingReason.BURST_LIMIT, f"needs {gpus(units)} GPUs, more than team {job.team}'s burst limit of "
+        return (WaitingReason.BURST_LIMIT, f"needs {gpu_count(units)}, more than team {job.team}'s burst limit of "
                 f"{gpus(q.burst_limit_gpus)}; it can start only once a platform admin raises the limit")
     if q.burst_limit_gpus is not None and used + units > q.burst_limit_gpus + 1e-9:
-        return (WaitingReason.BURST_LIMIT, f"team {job.team} would hold {gpus(used + units)} GPUs; its burst "
+        return (WaitingReason.BURST_LIMIT, f"team {job.team} would hold {gpu_count(used + units)}; its burst "
                 f"limit is {gpus(q.burst_limit_gpus)} (guaranteed {gpus(q.guaranteed_gpus)})")
     share = deserved(session).get(job.team, 0.0)
     if fair and session.features.fairshare and not job.production and \
             used + units > share + 1e-9:
-        return (WaitingReason.FAIR_SHARE, f"team {job.team} holds {gpus(used)} GPUs ({gpus(q.guaranteed_gpus)} "
+        return (WaitingReason.FAIR_SHARE, f"team {job.team} holds {gpu_count(used)} ({gpus(q.guaranteed_gpus)} "
                 f"guaranteed); its fair share of idle GPUs this cycle is {gpus(share)}")
     return None
 
