@@ -52,3 +52,17 @@ def test_a_queue_entry_without_a_submitter_matches_the_schema(api):
     team, _ = _queue_with_an_orphan()
     body = _check(api, "lead", "GET", "/api/v1/teams/{name}/queue/", path_parameters={"name": team.name}).json()
     assert None in [entry["submitted_by"] for entry in body["results"]]
+
+
+def test_quotas_are_numbers_as_the_schema_says(api):
+    """Issue 16: quotas came as "16.000" strings (DRF's DecimalField); a client wants the number."""
+    team = _check(api, "lead", "GET", "/api/v1/teams/{name}/", path_parameters={"name": "search"}).json()
+    assert team["guaranteed_gpus"] == Team.objects.get(name="search").guaranteed_gpus
+    assert isinstance(team["guaranteed_gpus"], int | float) and isinstance(team["burst_limit_gpus"], int | float)
+    fields = api.schema.raw_schema["components"]["schemas"]["Team"]["properties"]
+    assert fields["guaranteed_gpus"]["type"] == fields["burst_limit_gpus"]["type"] == "number"
+    listed = _check(api, "staff", "GET", "/api/v1/teams/").json()["results"]
+    assert all(not isinstance(row["guaranteed_gpus"], str) for row in listed)
+    Team.objects.filter(name="search").update(guaranteed_gpus="0.5", burst_limit_gpus="2.25")
+    half = _check(api, "lead", "GET", "/api/v1/teams/{name}/", path_parameters={"name": "search"}).json()
+    assert (half["guaranteed_gpus"], half["burst_limit_gpus"]) == (0.5, 2.25)

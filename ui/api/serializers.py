@@ -124,8 +124,19 @@ QUEUE_ROW = {name: name for name in QueueEntrySerializer.Meta.fields} | {
     "reason_code": "pending_reason_code", "reason": "pending_reason"}
 
 
+class UnitsField(serializers.FloatField):
+    """GPU units as a JSON number (16, 0.5): DRF writes a DecimalField as a string ("16.000"), which a
+    client must parse and which prints as 16.000. Quotas have 3 decimal places, so a float is exact enough."""
+
+    def to_representation(self, value) -> int | float:
+        number = float(value)
+        return int(number) if number.is_integer() else number
+
+
 class TeamSerializer(serializers.ModelSerializer):
     business_unit = serializers.CharField(source="business_unit.name")
+    guaranteed_gpus = UnitsField(read_only=True, help_text=Team._meta.get_field("guaranteed_gpus").help_text)
+    burst_limit_gpus = UnitsField(read_only=True, help_text=Team._meta.get_field("burst_limit_gpus").help_text)
     in_use_gpus = serializers.FloatField(source="in_use", read_only=True)
     borrowed_gpus = serializers.FloatField(source="borrowed_units", read_only=True)
     allowed_priority_classes = serializers.SlugRelatedField(many=True, read_only=True, slug_field="name")
