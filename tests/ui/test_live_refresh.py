@@ -15,14 +15,21 @@ pytestmark = pytest.mark.django_db
 ETA = timedelta(hours=7, minutes=54, seconds=30)
 
 
+def _eta_cell(html: str, job_id: int) -> str:
+    """The queue row's ETA cell, as rendered."""
+    row = html[html.index(f'data-job="{job_id}"'):]
+    return row[row.index("<time"):row.index("</time>")]
+
+
 def test_an_eta_reads_the_same_at_first_paint_and_on_refresh(clients, jobs):
     Job.objects.filter(pk=jobs["bob_wait"].pk).update(estimated_start=timezone.now() + ETA)
     page = clients["member"].get("/teams/alpha/").content.decode()
     live = clients["member"].get("/teams/alpha/live/").json()
-    assert "7\xa0hours, 54\xa0minutes" in page
-    assert "7\xa0hours, 54\xa0minutes" in live["queue_html"]
-    assert "(likely 28\xa0minutes to 5\xa0hours, 55\xa0minutes)" in page  # a long wait is a rough guess
-    assert "(likely 28\xa0minutes to 5\xa0hours, 55\xa0minutes)" in live["queue_html"]
+    # A long wait is a rough guess whose likely range leaves out the estimate: the range is the headline.
+    headline = ">likely 28\xa0minutes to 5\xa0hours, 55\xa0minutes</time>"
+    assert headline in page and headline in live["queue_html"]
+    assert _eta_cell(page, jobs["bob_wait"].pk) == _eta_cell(live["queue_html"], jobs["bob_wait"].pk)
+    assert "says 7\xa0hours, 54\xa0minutes" in page  # the point estimate stays in the tooltip
     assert f'data-job="{jobs["bob_wait"].pk}"' in live["queue_html"] and "alpha-run" in live["running_html"]
     assert live["usage"]["running"] == 1 and live["usage"]["queued"] == 2 and "In use" in live["stats_html"]
     assert not any(secret in str(live) for secret in BRAVO_SECRETS)
@@ -62,7 +69,8 @@ def test_the_job_page_refreshes_its_live_part(clients, jobs):
     page = clients["member"].get(f"/jobs/{job.pk}/").content.decode()
     live = clients["member"].get(f"/jobs/{job.pk}/live/").content.decode()
     assert 'id="job-live" data-url="/jobs/' in page
-    assert "7\xa0hours, 54\xa0minutes" in page and "7\xa0hours, 54\xa0minutes" in live
+    assert ">likely 28\xa0minutes to 5\xa0hours, 55\xa0minutes</time>" in page
+    assert ">likely 28\xa0minutes to 5\xa0hours, 55\xa0minutes</time>" in live
     assert "Pending" in live and "Timeline" in live
     Job.objects.filter(pk=job.pk).update(status="running", started_at=timezone.now())
     assert "Running" in clients["member"].get(f"/jobs/{job.pk}/live/").content.decode()
@@ -77,3 +85,13 @@ def test_a_near_estimate_stands_alone_and_none_says_cannot_tell(clients, jobs):
     Job.objects.filter(pk=jobs["alice_wait"].pk).update(queue_position_overall=2)  # a cycle found none
     freshness.teams_changed([jobs["alice_wait"].team_id])
     assert "cannot tell" in clients["member"].get("/teams/alpha/live/").json()["queue_html"]
+
+
+def test_a_middling_estimate_leads_and_its_range_follows(clients, jobs):
+    """Between 15 min and 4 h the likely range holds the estimate: the estimate leads, the range follows."""
+    Job.objects.filter(pk=jobs["bob_wait"].pk).update(estimated_start=timezone.now() + timedelta(hours=3, seconds=30))
+    page = clients["member"].get("/teams/alpha/").content.decode()
+    rows = clients["member"].get("/teams/alpha/live/").json()["queue_html"]
+    for html in (page, rows):
+        assert ">3\xa0hours</time> <span" in html and "(likely 27\xa0minutes to 4\xa0hours, 37\xa0minutes)" in html
+    assert "eta-rough" not in rows

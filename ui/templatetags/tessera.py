@@ -82,17 +82,21 @@ ETA_SPREAD = ((15 * 60, 0.10, 1.64), (3600, 0.15, 1.54), (4 * 3600, 0.06, 0.75))
 
 
 @register.filter
-def eta_range(moment) -> str:
-    """'10 minutes to 3 hours': where a start estimated at `moment` likely falls; '' when it is near."""
+def eta(moment) -> dict:
+    """How a start estimated at `moment` reads, for the one ETA partial (first paint and refresh):
+    `point` ('7 hours, 54 minutes'), `low`/`high` (the likely range, '' when the estimate is near)
+    and `rough`: the range leaves out the point itself (long waits), so the range is the headline."""
     if moment is None:
-        return ""
+        return {}
     now = timezone.now()
     wait = (moment - now).total_seconds()
+    point = timeuntil(moment, now)
     bands = [band for band in ETA_SPREAD if wait >= band[0]]
     if not bands:
-        return ""
+        return {"point": point, "low": "", "high": "", "rough": False}
     _, low, high = bands[-1]
-    return f"{_until(now, wait * low)} to {_until(now, wait * high)}"
+    return {"point": point, "low": _until(now, wait * low), "high": _until(now, wait * high),
+            "rough": not low <= 1 <= high}
 
 
 def _until(now, seconds: float) -> str:
