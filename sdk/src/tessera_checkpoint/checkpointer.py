@@ -61,11 +61,12 @@ class Checkpointer:
         TESSERA_CHECKPOINT_TOKEN_FILE). Outside Tessera those are unset: no requests are watched and
         nothing is confirmed, but SIGTERM, the period and the manifest work the same."""
         env = os.environ if env is None else env
-        latest = manifest.latest(dir)
         watcher = confirmer = None
         if env.get("TESSERA_PODINFO_DIR"):
-            watcher = RequestWatcher(Path(env["TESSERA_PODINFO_DIR"]) / "annotations",
-                                     seen=latest.checkpoint_id if latest else None)
+            # A restarted container still sees the last request: not new if a checkpoint answered it.
+            answered = next((saved.checkpoint_id for saved in manifest.read(dir) if saved.checkpoint_id != PERIODIC),
+                            None)
+            watcher = RequestWatcher(Path(env["TESSERA_PODINFO_DIR"]) / "annotations", seen=answered)
         if env.get("TESSERA_CHECKPOINT_URL") and env.get("TESSERA_CHECKPOINT_TOKEN_FILE"):
             confirmer = Confirmer(env["TESSERA_CHECKPOINT_URL"], env["TESSERA_CHECKPOINT_TOKEN_FILE"])
         if coordinator is None:
