@@ -38,7 +38,7 @@ def kubernetes_config():
         leaf_switch_label=settings.TESSERA_LEAF_SWITCH_LABEL, tier_label=settings.TESSERA_TIER_LABEL,
         mig_parted_namespace=settings.TESSERA_GPU_OPERATOR_NAMESPACE,
         mig_parted_configmap=settings.TESSERA_MIG_CONFIGMAP,
-        namespaces=frozenset(settings.TESSERA_NAMESPACES) or None)
+        namespaces=frozenset(settings.TESSERA_NAMESPACES) or None, watch_pods=True)
 
 
 def simulated_backend(path: str | Path | None = None):

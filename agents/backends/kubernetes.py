@@ -38,6 +38,7 @@ from agents.backends.base import (
     TransientBackendError,
 )
 from agents.backends.k8s_events import PodEvents
+from agents.backends.k8s_pod_cache import PodCache
 from agents.backends.k8s_reading import GFD_MIG_STRATEGY, gpus_held_by_others, node_inventory, pod_observation
 
 # A merge patch, not the client's default pick (a JSON patch, which wants a list of operations).
@@ -66,6 +67,9 @@ class KubernetesConfig:
     request_timeout_s: float = 30.0
     # The namespaces job pods may go to (the teams'); None: any but the cluster's own.
     namespaces: frozenset[str] | None = None
+    # Keep our pods in a watched cache for reconcile (the workers: agents/runtime.py); off, every
+    # poll lists them, as a short-lived backend (a test, a page) wants.
+    watch_pods: bool = False
 
 
 # Never a job's namespace, whatever a team is called: the cluster's own and Tessera's.
@@ -125,6 +129,7 @@ class KubernetesBackend:
         self.core = client.CoreV1Api(self.config.api_client)
         self._resource_version: str | None = None  # where the next watch resumes
         self.events = PodEvents(self.core, self.config.request_timeout_s)
+        self.pods = PodCache(self.core, m.MANAGED_SELECTOR, self.config.request_timeout_s)
 
     # -- inventory -------------------------------------------------------------------------
 
@@ -245,6 +250,11 @@ class KubernetesBackend:
 
     @_api_errors
     def poll_observations(self) -> list[JobObservation]:
+        if self.config.watch_pods:
+            self.pods.start()  # its first list runs beside ours: the next poll reads the cache
+            cached = self.pods.observations()
+            if cached is not None:
+                return cached
         pods = self.core.list_pod_for_all_namespaces(
             label_selector=m.MANAGED_SELECTOR, _request_timeout=self.config.request_timeout_s
         )
