@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import csv
 import functools
-import io
 import itertools
 import json
 import math
@@ -29,7 +28,7 @@ from scheduling.engine.memory import memory_need_gb
 from .families import Shape, check_shape
 from .output import write_atomic
 from .serving import need_from_rate
-from .spec import COLUMNS
+from .spec import jobs_csv
 
 # The traces lie in shared/ beside (or above) the checkout, never inside it: a git worktree sits
 # one level deeper than the main checkout, so look up the tree rather than at one fixed depth.
@@ -83,7 +82,7 @@ def generate(scenario: str, shape: Shape, seed: int, out: Path) -> tuple[Path, P
     out.mkdir(parents=True, exist_ok=True)
     cluster_path, jobs_path = out / "cluster.json", out / "jobs.csv"
     write_atomic(cluster_path, json.dumps(cluster, indent=2) + "\n")
-    write_atomic(jobs_path, _csv(rows))
+    write_atomic(jobs_path, jobs_csv(rows))
     return cluster_path, jobs_path
 
 
@@ -318,11 +317,3 @@ def _row(job_id, team, project, kind, priority, submit, duration, gpus, memory, 
             "submit_s": round(submit, 1), "duration_s": round(max(60.0, duration), 1), "gpus": gpus,
             "gpu_mem_gb": memory, "cpu_cores": cpu, "gpu_model": "", "checkpoint_interval_s": "",
             "checkpoint_s": "", "comm_fraction": "", "preemptible": "", "gpu_need": ""}
-
-
-def _csv(rows: list[dict]) -> str:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(COLUMNS), lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buffer.getvalue()

@@ -25,12 +25,13 @@ from .spec import ClusterSpec, JobSpec
 
 class Simulation:
     def __init__(self, spec: ClusterSpec, jobs: list[JobSpec], policy: str, seed: int,
-                 knobs: Knobs = DEFAULT_KNOBS, progress=None):
+                 knobs: Knobs = DEFAULT_KNOBS, progress=None, horizon: float | None = None):
         self.spec, self.policy, self.seed, self.knobs = spec, policy, seed, knobs
         self.mode = mode_for(policy)
         self.infos = node_infos(spec)
         self.backend = Backend(spec, self.infos, self.mode)
-        self.horizon = max(j.submit_s for j in jobs)
+        # A replay of live history ends at "now", which may be well after its last submission.
+        self.horizon = max(j.submit_s for j in jobs) if horizon is None else horizon
         self.meter = Meter(self.horizon)
         self.events: list = []
         self.seq = itertools.count()
@@ -363,7 +364,7 @@ def poisson_times(rate_per_s: float, horizon: float, seed: str) -> list[float]:
 
 
 def run_policy(spec: ClusterSpec, jobs: list[JobSpec], policy: str, seed: int,
-               knobs: Knobs = DEFAULT_KNOBS, progress=None) -> tuple[dict, dict]:
-    sim = Simulation(spec, jobs, policy, seed, knobs, progress)
+               knobs: Knobs = DEFAULT_KNOBS, progress=None, horizon: float | None = None) -> tuple[dict, dict]:
+    sim = Simulation(spec, jobs, policy, seed, knobs, progress, horizon)
     result = sim.run()
     return result, sim.meter.series_result()

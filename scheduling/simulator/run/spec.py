@@ -4,6 +4,7 @@ line and field (SpecError), so a typo never turns into a silently different expe
 from __future__ import annotations
 
 import csv
+import io
 import json
 import re
 from dataclasses import dataclass, field
@@ -253,6 +254,16 @@ def _unique(path: Path, names, context: str, key: str) -> None:
 REQUIRED_COLUMNS = ("job_id", "team", "kind", "priority", "submit_s", "duration_s", "gpus", "gpu_mem_gb")
 COLUMNS = REQUIRED_COLUMNS + ("project", "cpu_cores", "gpu_model", "checkpoint_interval_s",
                               "checkpoint_s", "comm_fraction", "preemptible", "gpu_need")
+
+
+def jobs_csv(rows: list[dict]) -> str:
+    """jobs.csv text from rows keyed by COLUMNS (a missing optional column is left empty): the one
+    writer of the format, for the generator and for the portal's live what-if."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(COLUMNS), lineterminator="\n", restval="")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
 
 
 def load_jobs(path: str | Path, teams: set[str] | None = None) -> list[JobSpec]:

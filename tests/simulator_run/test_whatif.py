@@ -1,0 +1,64 @@
+"""What-if: the same files run as they are and changed, through `simulate run`'s loop (the portal's
+page over the live cluster is tests/ui/test_whatif.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduling.simulator.run.spec import jobs_csv
+from scheduling.simulator.run.whatif import Change, ChangeError, apply_change, compare
+
+from .helpers import cluster_doc, job
+
+HOUR = 3600.0
+
+
+def _queue() -> str:
+    """Three whole-node jobs of an hour each at once: on one node they wait for each other."""
+    return jobs_csv([job(f"train-{i}", gpus=8, mem=80, duration=HOUR) for i in range(3)])
+
+
+def test_adding_nodes_shortens_the_wait_and_the_progress_reaches_the_end():
+    told = []
+    result = compare(cluster_doc(), _queue(), "tessera", Change(add_model="H100-80GB", add_count=2),
+                     horizon=4 * HOUR, progress=told.append)
+    base, changed = result["baseline"], result["changed"]
+    assert (base["gpus"], changed["gpus"]) == (8, 24)
+    assert base["teams"]["ml"]["wait_p95_s"] >= 2 * HOUR - 60 and changed["teams"]["ml"]["wait_p95_s"] < 60
+    assert changed["teams"]["ml"]["jct_mean_s"] < base["teams"]["ml"]["jct_mean_s"]
+    assert base["completed"] == changed["completed"] == 3
+    assert changed["cost_total"] > base["cost_total"]  # two more reserved nodes bill for the window
+    assert told == sorted(told) and told[-1] == 1.0 and told[0] <= 0.5
+    assert result["changes"] == ["2 more H100-80GB node(s), reserved"]
+    assert len(base["series"]["allocated"]) == len(base["series"]["t_h"]) > 0
+
+
+def test_a_policy_switch_runs_the_changed_side_under_the_other_policy():
+    result = compare(cluster_doc(), _queue(), "tessera", Change(policy="k8s-default"), horizon=4 * HOUR)
+    assert (result["baseline"]["policy"], result["changed"]["policy"]) == ("tessera", "k8s-default")
+    assert result["changes"] == ["policy tessera → k8s-default"]
+
+
+def test_a_guarantee_moves_and_a_burst_limit_below_it_is_raised():
+    doc = cluster_doc(teams=[{"name": "ml", "guaranteed_gpus": 4, "burst_limit_gpus": 8, "weight": 1.0}])
+    changed = apply_change(doc, Change(team="ml", guarantee_delta=8))
+    assert changed["teams"][0] == {"name": "ml", "guaranteed_gpus": 12.0, "burst_limit_gpus": 12.0, "weight": 1.0}
+    assert doc["teams"][0]["guaranteed_gpus"] == 4  # the input is left as it was
+
+
+@pytest.mark.parametrize("change,message", [
+    (Change(team="nobody", guarantee_delta=1), "there is no team 'nobody'"),
+    (Change(team="ml", guarantee_delta=-65), "would make it negative"),
+    (Change(add_model="B200", add_count=1), "no B200 node to copy; it has H100-80GB"),
+    (Change(add_model="H100-80GB", add_count=1, add_tier="gold"), "unknown tier 'gold'"),
+    (Change(policy="slurm"), "unknown policy 'slurm'"),
+])
+def test_a_change_that_cannot_be_made_says_why(change, message):
+    with pytest.raises(ChangeError, match=message):
+        apply_change(cluster_doc(), change)
+
+
+def test_adding_nodes_needs_a_price_for_their_tier():
+    doc = cluster_doc(prices_per_gpu_hour={"H100-80GB": {"reserved": 2.5, "on-demand": 6.9}})
+    with pytest.raises(ChangeError, match="no spot price for H100-80GB"):
+        apply_change(doc, Change(add_model="H100-80GB", add_count=1, add_tier="spot"))
