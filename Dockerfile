@@ -28,6 +28,7 @@ COPY agents/ agents/
 COPY billing/ billing/
 COPY checkpoints/ checkpoints/
 COPY notifications/ notifications/
+COPY whatif/ whatif/
 COPY scheduling/ scheduling/
 COPY portal/ portal/
 COPY templates/ templates/

@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "billing",
     "checkpoints",
     "agents",
+    "whatif",
     "ui",
 ]
 

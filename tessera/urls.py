@@ -20,6 +20,7 @@ urlpatterns = [
     path("", include("ui.urls")),
     path("", include("notifications.urls")),
     path("billing/", include("billing.urls")),
+    path("whatif/", include("whatif.urls")),
     path("api/v1/billing/", include("billing.api_urls")),
     path("api/v1/", include("ui.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(permission_classes=[IsAuthenticated]), name="schema"),
