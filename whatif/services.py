@@ -8,7 +8,7 @@ import threading
 import time
 
 from django.conf import settings
-from django.db import OperationalError, close_old_connections, transaction
+from django.db import OperationalError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -64,7 +64,7 @@ def _run_in_thread(run_id: int) -> None:
     try:
         whatif_execute(run_id)
     finally:
-        close_old_connections()
+        connection.close()  # this thread's own: nothing else would ever close it
 
 
 def whatif_execute(run_id: int) -> str:

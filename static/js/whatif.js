@@ -35,8 +35,8 @@ window.TesseraWhatIf = (function () {
     Plotly.newPlot("whatif-allocation", lines, {
       title: { text: "GPUs allocated (solid) and doing useful work (dotted), % of the cluster", font: { size: 14 } },
       xaxis: { title: { text: "hours into the replay" }, rangemode: "tozero" },
-      yaxis: { range: [0, 105], ticksuffix: "%" }, legend: { orientation: "h", y: -0.3 },
-      margin: { l: 50, r: 10, t: 40, b: 80 }, height: 340,
+      yaxis: { range: [0, 105], ticksuffix: "%" }, legend: { orientation: "h", y: -0.25 },
+      margin: { l: 50, r: 10, t: 40, b: 70 }, height: 360,
     }, config);
     const bars = ["baseline", "changed"].map((side) => ({
       x: data.teams, y: data.wait_min[side], type: "bar", name: side === "baseline" ? "as is" : "changed",

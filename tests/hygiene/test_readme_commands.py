@@ -9,6 +9,7 @@ fails the test, so a new command in the README gets one or the other.
 
 import os
 import re
+import shutil
 import subprocess
 
 import pytest
@@ -23,12 +24,14 @@ RUN = {
     "DEBUG=1 .venv/bin/python manage.py api_token bob --name ci --days 30": r"^tsr_\S{20,}$",
     "DEBUG=1 .venv/bin/python manage.py schedule --once --policy tessera": r"^tessera: \d+ job\(s\) placed",
     "DEBUG=1 .venv/bin/python manage.py dump_snapshot --out case.json": r"Wrote .*case\.json: 10 nodes",
+    "DEBUG=1 .venv/bin/python manage.py dump_snapshot --out case.json --simulator live-sim":
+        r"Wrote live-sim/cluster\.json and live-sim/jobs\.csv: \d+ jobs of the last 24 h",
     "DEBUG=1 .venv/bin/python manage.py close_month 2026-11 --by fiona": r"Closed 2026-11: \d+ lines",
     "DEBUG=1 .venv/bin/python manage.py simulate generate --scenario mixed --gpus 256 --hours 48 --seed 7 "
     "--out examples/sim/mixed-256": r"wrote examples/sim/mixed-256/cluster.json",
 }
 # Leftovers of the commands above, removed after the run.
-WRITTEN = ["case.json"]
+WRITTEN = ["case.json", "live-sim"]
 # Committed files a command rewrites: they must come out the same (the generator is seeded), and are
 # put back as they were whatever happens.
 REWRITTEN = ["examples/sim/mixed-256/cluster.json", "examples/sim/mixed-256/jobs.csv"]
@@ -92,7 +95,10 @@ def demo_env(tmp_path):
     assert setup.returncode == 0, setup.stderr[-2000:]
     yield env
     for name in WRITTEN:
-        (ROOT / name).unlink(missing_ok=True)
+        if (ROOT / name).is_dir():
+            shutil.rmtree(ROOT / name)
+        else:
+            (ROOT / name).unlink(missing_ok=True)
 
 
 def test_the_quick_commands_work_as_written_after_make_demo(demo_env):
