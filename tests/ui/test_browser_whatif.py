@@ -31,7 +31,8 @@ def test_a_platform_engineer_asks_what_two_more_h100_nodes_would_do(open_page, s
     assert (run.state, run.progress) == ("done", 1.0)
     summary = page.locator("#whatif-summary").inner_text()
     assert "GPUs in the cluster\t72\t88\t+16" in summary
-    assert "vision: guarantee +8 GPUs; 2 more H100-80GB node(s), reserved" in page.locator("#whatif-changes").inner_text()
+    changes = page.locator("#whatif-changes").inner_text()
+    assert changes == "vision: guarantee +8 GPUs; 2 more H100-80GB node(s), reserved"
     teams = page.locator("#whatif-team-table").inner_text()
     assert all(team in teams for team in ("search", "recsys", "llm-platform", "vision", "fraud"))
     page.wait_for_selector("#whatif-allocation .main-svg")
