@@ -181,3 +181,24 @@ def test_the_signal_handler_only_sets_a_flag(monkeypatch):
     stop._handle(signal.SIGTERM, None)
     stop._handle(signal.SIGINT, None)
     assert stop.received == signal.SIGTERM and stop.at is not None
+
+
+def test_after_sigterm_a_confirmation_gives_up_in_time_for_a_clean_exit(pod):
+    sleeps = []
+    clock = Clock()
+
+    def sleep(seconds):
+        sleeps.append(seconds)
+        clock.now += seconds
+
+    down = Confirmer("http://127.0.0.1:9/", pod / "token", sleep=sleep, clock=clock)  # port 9: refused
+    ckpt = Checkpointer(pod / "ckpt", confirmer=down, clock=clock)
+    ckpt.stop._handle(signal.SIGTERM, None)
+    assert ckpt.should_save(1)
+    with pytest.raises(SystemExit):
+        save(ckpt, 1)
+    assert sum(sleeps) <= 10 and ckpt.last_answer.status == 0  # the grace leaves 15 s after the save
+    sleeps.clear()
+    running = Checkpointer(pod / "other", confirmer=down, clock=clock, every_steps=1)
+    assert running.should_save(1)
+    assert save(running, 1).status == 0 and 10 < sum(sleeps) <= 30  # while training: up to 30 s

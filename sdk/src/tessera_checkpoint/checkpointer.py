@@ -28,6 +28,10 @@ from tessera_checkpoint.stop import StopSignal
 
 log = logging.getLogger("tessera_checkpoint")
 
+# After SIGTERM the pod has its save time + 15 s (CONTRACTS.md): the confirmation gets at most 10 s
+# of retries, so that the process still exits before the kubelet's SIGKILL.
+STOPPING_CONFIRM_S = 10.0
+
 
 class Checkpointer:
     def __init__(self, directory: str | Path, *, watcher: RequestWatcher | None = None,
@@ -147,7 +151,8 @@ class Checkpointer:
             return None
         answer = self.confirmer.confirm(Confirmation(
             checkpoint_id=entry.checkpoint_id, step=entry.step, progress_s=entry.progress_s,
-            saved_at=entry.saved_at, path=entry.path))
+            saved_at=entry.saved_at, path=entry.path),
+            deadline_s=min(STOPPING_CONFIRM_S, self.confirmer.deadline_s) if self.stopping else None)
         level = logging.INFO if answer.recorded else logging.WARNING
         log.log(level, "checkpoint %s (step %d) confirmation: %s", entry.checkpoint_id, entry.step, describe(answer))
         return answer

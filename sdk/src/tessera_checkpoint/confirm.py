@@ -69,9 +69,10 @@ class Confirmer:
         self._sleep = sleep
         self._clock = clock
 
-    def confirm(self, confirmation: Confirmation) -> Answer:
+    def confirm(self, confirmation: Confirmation, *, deadline_s: float | None = None) -> Answer:
+        """POST it, retrying a 5xx or a failed connection until `deadline_s` (else the confirmer's)."""
         body = json.dumps(asdict(confirmation)).encode()
-        give_up_at = self._clock() + self.deadline_s
+        give_up_at = self._clock() + (self.deadline_s if deadline_s is None else deadline_s)
         backoff, attempts = self.first_backoff_s, 0
         while True:
             attempts += 1
