@@ -1,7 +1,7 @@
 """The framework hooks. torch, lightning and transformers are not installed in this suite (too
 heavy for it), so each hook is driven through a tiny stand-in of its library's base class put in
-sys.modules; what is checked is the hook's own logic and the calls it makes on the Trainer. With
-the real library installed, the hook subclasses the real base class instead."""
+sys.modules; what is checked is the hook's own logic and the calls it makes on the Trainer. The
+same hooks with the real libraries: test_real_libraries.py (skipped where they are not installed)."""
 
 import importlib
 import signal
@@ -95,17 +95,18 @@ def test_the_lightning_callback_saves_through_the_trainer_and_stops_it(lightning
     assert callback.resume_path() == trainer.saved[-1]
 
 
+def test_a_sigterm_after_the_batch_end_is_saved_when_lightning_raises(lightning, tmp_path):
+    callback = lightning.TesseraCheckpoint(checkpointer=Checkpointer(tmp_path / "ckpt", exit_on_stop=False))
+    trainer = StandInTrainer(tmp_path)
+    trainer.global_step = 3
+    callback.on_exception(trainer, None, RuntimeError("not a SIGTERM"))
+    assert trainer.saved == []
+    callback.ckpt.stop._handle(signal.SIGTERM, None)
+    callback.on_exception(trainer, None, SystemExit())
+    assert trainer.saved == [str(tmp_path / "ckpt" / "step-00000003.ckpt")]
+
+
 def test_the_lightning_callback_needs_a_folder(lightning):
     with pytest.raises(ValueError, match="checkpoint folder"):
         lightning.TesseraCheckpoint()
 
-
-def test_the_torch_helpers_save_and_resume_a_model(tmp_path):
-    torch = pytest.importorskip("torch", reason="PyTorch is not installed in this suite")
-    tc = fresh("tessera_checkpoint.torch")
-    model = torch.nn.Linear(2, 1)
-    ckpt = Checkpointer(tmp_path, every_steps=1, exit_on_stop=False)
-    assert tc.checkpoint_step(ckpt, 1, model=model, step=1)
-    other = torch.nn.Linear(2, 1)
-    assert tc.resume(Checkpointer(tmp_path), model=other) == 1
-    assert torch.equal(other.weight, model.weight)

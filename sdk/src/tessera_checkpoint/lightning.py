@@ -5,8 +5,10 @@
     trainer = Trainer(callbacks=[tessera], ...)
     trainer.fit(model, ckpt_path=tessera.resume_path())
 
-Lightning's own SIGTERM handling (its SLURM plugin) is not involved: the callback's Checkpointer
-catches SIGTERM, the next batch end saves, and the Trainer is told to stop.
+Lightning (2.x) also hears SIGTERM: it ends `fit` with SIGTERMException, a SystemExit, at the end of
+the batch (or epoch) in which the signal came, after the callbacks' batch-end hooks. So the
+callback saves at that batch end, and the process exits; a SIGTERM that comes after the batch-end
+hooks is saved from `on_exception`, before the exception leaves `fit`.
 """
 
 from __future__ import annotations
@@ -54,10 +56,17 @@ class TesseraCheckpoint(_pl.Callback):
             self.ckpt.coordinator = StrategyCoordinator(trainer)
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        self._checkpoint(trainer)
+        if self.ckpt.stopping:
+            trainer.should_stop = True
+
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        if self.ckpt.stop.requested:  # Lightning's SIGTERMException: save the step in hand unless saved
+            self._checkpoint(trainer)
+
+    def _checkpoint(self, trainer: Any) -> None:
         step = int(trainer.global_step)
         if self.ckpt.should_save(step):
             path = self.ckpt.path_for(step, ".ckpt")
             trainer.save_checkpoint(path)  # every rank calls it; Lightning writes from rank 0
             self.ckpt.saved(step, path)
-        if self.ckpt.stopping:
-            trainer.should_stop = True
