@@ -49,6 +49,7 @@ class NodeValues:
     schedulable: bool
     allocatable_gpus: int | None
     gpus_used_outside: int
+    mig_used_outside: dict[str, int]  # by profile
 
 
 def gpu_model_name(product: str | None) -> str:
@@ -92,7 +93,8 @@ def node_values(item: NodeInventory) -> NodeValues:
         leaf_switch=item.leaf_switch or None, tier=item.tier if item.tier in tiers else None,
         ready=item.ready,
         schedulable=item.ready and item.schedulable and not closing_taints(item.taints),
-        allocatable_gpus=item.allocatable_gpus, gpus_used_outside=max(0, item.gpus_used_outside))
+        allocatable_gpus=item.allocatable_gpus, gpus_used_outside=max(0, item.gpus_used_outside),
+        mig_used_outside={profile: count for profile, count in item.mig_used_outside if count > 0})
 
 
 # -- the service --------------------------------------------------------------------------------
@@ -123,7 +125,7 @@ def node_differs(node: Node, values: NodeValues) -> bool:
     """Whether node_apply would change anything (`node` with its GPUs prefetched)."""
     wanted = {"gpu_model": values.gpu_model, "cpu_cores": values.cpu_cores, "memory_gb": values.memory_gb,
               "schedulable": values.schedulable, "allocatable_gpus": values.allocatable_gpus,
-              "gpus_used_outside": values.gpus_used_outside}
+              "gpus_used_outside": values.gpus_used_outside, "mig_used_outside": values.mig_used_outside}
     if any(getattr(node, name) != value for name, value in wanted.items()):
         return True
     if values.leaf_switch is not None and node.leaf_switch.name != values.leaf_switch:
@@ -144,7 +146,7 @@ def node_apply(*, values: NodeValues) -> bool:
     node = Node.objects.select_for_update().filter(name=values.name).first()
     fields = {"gpu_model": values.gpu_model, "cpu_cores": values.cpu_cores, "memory_gb": values.memory_gb,
               "schedulable": values.schedulable, "allocatable_gpus": values.allocatable_gpus,
-              "gpus_used_outside": values.gpus_used_outside}
+              "gpus_used_outside": values.gpus_used_outside, "mig_used_outside": values.mig_used_outside}
     if values.leaf_switch is not None or node is None:
         fields["leaf_switch"] = _leaf(values.leaf_switch or f"unlabelled-{values.name}")
     if values.tier is not None or node is None:

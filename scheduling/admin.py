@@ -47,7 +47,8 @@ class NodeAdmin(admin.ModelAdmin):
     list_select_related = ["tier", "leaf_switch"]
     inlines = [GpuInline]
     actions = ["drain", "mark_ready"]
-    readonly_fields = ["schedulable", "allocatable_gpus", "gpus_used_outside"]  # the cluster's word (the poll)
+    # The cluster's word (the poll)
+    readonly_fields = ["schedulable", "allocatable_gpus", "gpus_used_outside", "mig_used_outside"]
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(_gpu_count=Count("gpus"))

@@ -94,6 +94,8 @@ class Node(models.Model):
         "Whole GPUs the device plugin offers (status.allocatable); empty: every GPU row counts."))
     gpus_used_outside = models.PositiveSmallIntegerField(default=0, help_text=(
         "Whole GPUs pods Tessera did not place hold (other schedulers, DaemonSets): counted as used."))
+    mig_used_outside = models.JSONField(default=dict, blank=True, help_text=(
+        "MIG devices those pods hold, by profile ({\"1g.10gb\": 2}): as many idle instances count as used."))
 
     class Meta:
         ordering = ["name"]

@@ -22,6 +22,9 @@ from scheduling.payloads import PreemptPayload, RepartitionPayload
 from scheduling.prices import PriceList, prices_at
 
 DEFAULT_RUNTIME_S = 3600.0
+# The user of a MIG instance a pod Tessera did not place holds: busy to the engine (never given to a
+# job, never repartitioned away), yet no job of ours (ids are row numbers) to preempt or bill.
+OUTSIDE = "outside-tessera"
 
 
 def epoch(moment: datetime | None) -> float | None:
@@ -90,15 +93,29 @@ def held_elsewhere(node: Node, busy: set[int]) -> set[int]:
     return {gpu.pk for gpu in free[:max(0, len(free) - open_to_us)]}
 
 
+def mig_held_elsewhere(node: Node, job_by_instance: dict) -> set[int]:
+    """MIG instance rows the engine must see as in use although no placement of ours names them:
+    pods Tessera did not place hold that many devices of their profile (node.mig_used_outside).
+    The device plugin picks the devices: which idle ones does not matter, the last ones."""
+    held: set[int] = set()
+    for profile, count in (node.mig_used_outside or {}).items():
+        idle = [mi for gpu in node.gpus.all() if gpu.mig_enabled for mi in gpu.mig_instances.all()
+                if mi.profile == profile and mi.pk not in job_by_instance]
+        held.update(mi.pk for mi in idle[::-1][:max(0, count)])
+    return held
+
+
 def _to_engine_node(node: Node, job_by_instance: dict, price: float | None, busy: set[int]) -> engine.Node:
     leaf = node.leaf_switch
     held = held_elsewhere(node, busy)
+    mig_held = mig_held_elsewhere(node, job_by_instance)
     gpus = tuple(
         engine.Gpu(index=gpu.index, uuid=gpu.uuid, model=gpu.model, memory_gb=gpu.memory_gb,
                    mig_enabled=gpu.mig_enabled, mig_capable=gpu.mig_capable,
                    healthy=gpu.healthy and gpu.pk not in held, layout_changed_at=epoch(gpu.layout_changed_at),
-                   mig_instances=tuple(engine.MigInstance(profile=mi.profile, start=mi.start_slot,
-                                                          job_id=job_by_instance.get(mi.pk))
+                   mig_instances=tuple(engine.MigInstance(
+                       profile=mi.profile, start=mi.start_slot,
+                       job_id=OUTSIDE if mi.pk in mig_held else job_by_instance.get(mi.pk))
                                        for mi in gpu.mig_instances.all()))
         for gpu in node.gpus.all())
     # 400 Gb/s NDR moves about 48 GB/s of all-reduce traffic per NIC (docs/reference/performance-figures.md §3).

@@ -92,6 +92,8 @@ class NodeInventory:
     allocatable_gpus: int | None = None
     # Whole GPUs that pods Tessera did not place (other schedulers, DaemonSets) hold on the node.
     gpus_used_outside: int = 0
+    # MIG devices (mixed strategy) those pods hold, by profile: (("1g.10gb", 2),).
+    mig_used_outside: tuple[tuple[str, int], ...] = ()
     mig_capable: bool = False
 
 

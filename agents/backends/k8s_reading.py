@@ -19,6 +19,8 @@ GFD_MIG_CAPABLE = "nvidia.com/mig.capable"
 GPU_RESOURCE = "nvidia.com/gpu"
 # Mixed strategy: one `nvidia.com/mig-<profile>.count` label per profile ('+' spelled '.').
 _MIG_COUNT_LABEL = re.compile(r"^nvidia\.com/mig-(\d+g\.\d+gb)((?:\.[a-z]+)*)\.count$")
+# The device plugin's mixed-strategy resources: `nvidia.com/mig-1g.10gb`, `nvidia.com/mig-1g.10gb.me`.
+_MIG_RESOURCE = re.compile(r"^nvidia\.com/mig-(\d+g\.\d+gb)((?:\.[a-z]+)*)$")
 MIB = 1024 * 1024
 
 
@@ -59,35 +61,51 @@ def node_inventory(node: Any, *, leaf_switch_label: str, tier_label: str) -> Nod
     )
 
 
-def gpus_held_by_others(pods: Any) -> dict[str, int]:
-    """Whole GPUs each node's live pods that are not Tessera's hold (other schedulers, DaemonSets):
-    the kubelet counts them against allocatable, so Tessera must too. A pod holds its GPUs from
-    binding until it is gone (terminating pods still hold them)."""
-    held: dict[str, int] = {}
+def devices_held_by_others(pods: Any) -> dict[str, dict[str, int]]:
+    """The GPU devices each node's live pods that are not Tessera's hold, by resource name
+    (`nvidia.com/gpu`, `nvidia.com/mig-1g.10gb`): other schedulers, DaemonSets. The kubelet counts
+    them against allocatable, so Tessera must too. A pod holds its devices from binding until it is
+    gone (terminating pods still hold them)."""
+    held: dict[str, dict[str, int]] = {}
     for pod in pods:
         node = pod.spec.node_name if pod.spec else None
         if not node or m.LABEL_JOB in (pod.metadata.labels or {}):
             continue
         if pod.status and pod.status.phase in ("Succeeded", "Failed"):
             continue
-        gpus = pod_gpu_request(pod)
-        if gpus:
-            held[node] = held.get(node, 0) + gpus
+        for resource, count in pod_device_requests(pod).items():
+            on_node = held.setdefault(node, {})
+            on_node[resource] = on_node.get(resource, 0) + count
     return held
 
 
-def pod_gpu_request(pod: Any) -> int:
-    """A pod's effective nvidia.com/gpu request, as the kubelet counts it: the larger of its
-    containers' sum and its biggest init container (requests default to limits)."""
-    def request(container: Any) -> int:
+def mig_held(devices: dict[str, int]) -> tuple[tuple[str, int], ...]:
+    """Mixed-strategy MIG devices among them, by profile: `nvidia.com/mig-1g.10gb.me` -> `1g.10gb+me`."""
+    found = []
+    for resource, count in devices.items():
+        match = _MIG_RESOURCE.match(resource)
+        if match and count:
+            found.append((match.group(1) + match.group(2).replace(".", "+"), count))
+    return tuple(sorted(found))
+
+
+def pod_device_requests(pod: Any) -> dict[str, int]:
+    """A pod's effective nvidia.com/* requests, as the kubelet counts them: per resource, the larger
+    of its containers' sum and its biggest init container (requests default to limits)."""
+    def requests(container: Any) -> dict[str, int]:
         resources = container.resources
-        wanted = (resources and (resources.requests or {}).get(GPU_RESOURCE)) or \
-            (resources and (resources.limits or {}).get(GPU_RESOURCE)) or "0"
-        return int(parse_quantity(wanted))
+        wanted = {**((resources and resources.limits) or {}), **((resources and resources.requests) or {})}
+        return {name: int(parse_quantity(quantity)) for name, quantity in wanted.items()
+                if name.startswith("nvidia.com/")}
     spec = pod.spec
-    main = sum(request(c) for c in spec.containers or [])
-    init = max((request(c) for c in spec.init_containers or []), default=0)
-    return max(main, init)
+    main: dict[str, int] = {}
+    for container in spec.containers or []:
+        for name, count in requests(container).items():
+            main[name] = main.get(name, 0) + count
+    for container in spec.init_containers or []:
+        for name, count in requests(container).items():
+            main[name] = max(main.get(name, 0), count)
+    return {name: count for name, count in main.items() if count}
 
 
 def mig_resources(labels: dict[str, str]) -> tuple[MigResource, ...]:

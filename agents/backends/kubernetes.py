@@ -39,7 +39,14 @@ from agents.backends.base import (
 )
 from agents.backends.k8s_events import PodEvents
 from agents.backends.k8s_pod_cache import PodCache
-from agents.backends.k8s_reading import GFD_MIG_STRATEGY, gpus_held_by_others, node_inventory, pod_observation
+from agents.backends.k8s_reading import (
+    GFD_MIG_STRATEGY,
+    GPU_RESOURCE,
+    devices_held_by_others,
+    mig_held,
+    node_inventory,
+    pod_observation,
+)
 
 # A merge patch, not the client's default pick (a JSON patch, which wants a list of operations).
 MERGE_PATCH = "application/merge-patch+json"
@@ -139,19 +146,21 @@ class KubernetesBackend:
             label_selector=self.config.gpu_node_selector,
             _request_timeout=self.config.request_timeout_s,
         )
-        held = self._gpus_held_by_others()
-        return [dataclasses.replace(item, gpus_used_outside=held.get(item.name, 0))
-                for item in (node_inventory(node, leaf_switch_label=self.config.leaf_switch_label,
-                                            tier_label=self.config.tier_label) for node in nodes.items)]
+        held = self._devices_held_by_others()
+        labels = {"leaf_switch_label": self.config.leaf_switch_label, "tier_label": self.config.tier_label}
+        items = (node_inventory(node, **labels) for node in nodes.items)
+        return [dataclasses.replace(item, gpus_used_outside=held.get(item.name, {}).get(GPU_RESOURCE, 0),
+                                    mig_used_outside=mig_held(held.get(item.name, {})))
+                for item in items]
 
-    def _gpus_held_by_others(self) -> dict[str, int]:
+    def _devices_held_by_others(self) -> dict[str, dict[str, int]]:
         """One list of the bound, unfinished pods: the server filters by field, we by label (a
         DaemonSet's or another scheduler's pod carries no label we could select on)."""
         pods = self.core.list_pod_for_all_namespaces(
             field_selector="spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed",
             _request_timeout=self.config.request_timeout_s,
         )
-        return gpus_held_by_others(pods.items)
+        return devices_held_by_others(pods.items)
 
     # -- jobs ------------------------------------------------------------------------------
 

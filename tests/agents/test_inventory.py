@@ -11,8 +11,8 @@ from agents import runtime, services, tasks
 from agents.backends.base import NodeInventory
 from agents.inventory import closing_taints, gpu_model_name, inventory_sync, node_values
 from billing.models import UsageInterval
-from scheduling.models import Gpu, JobEvent, Node
-from scheduling.snapshot import build_snapshot
+from scheduling.models import Gpu, JobEvent, MigInstance, Node
+from scheduling.snapshot import OUTSIDE, build_snapshot
 from tests.agents.placing import placed, vision_world
 
 GFD = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
@@ -97,6 +97,69 @@ def test_inventory_counts_gpus_other_pods_hold_and_reads_allocatable(backend, ku
     kube.add_pod("other", other_pod("ours", "gpu-01", 1, labels={"tessera.io/job-id": "7"}))
     (node,) = backend.inventory()
     assert (node.gpu_count, node.allocatable_gpus, node.gpus_used_outside, node.mig_capable) == (8, 6, 2, True)
+
+
+def device_pod(name: str, node: str, limits: dict[str, str], labels: dict | None = None) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels or {}},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}]},
+            "status": {"phase": "Running"}}
+
+
+def test_inventory_counts_mig_devices_other_pods_hold_by_profile(backend, kube):
+    kube.add_namespace("other")
+    kube.add_node("gpu-01", GFD, ALLOCATABLE)
+    kube.add_pod("other", device_pod("inference", "gpu-01", {"nvidia.com/mig-1g.10gb": "2"}))
+    kube.add_pod("other", device_pod("media", "gpu-01", {"nvidia.com/mig-1g.10gb.me": "1", "nvidia.com/gpu": "1"}))
+    kube.add_pod("other", device_pod("done", "gpu-01", {"nvidia.com/mig-3g.40gb": "1"}))
+    kube.set_pod_phase("other", "done", "Succeeded")
+    kube.add_pod("other", device_pod("ours", "gpu-01", {"nvidia.com/mig-3g.40gb": "1"},
+                                     labels={"tessera.io/job-id": "7"}))
+    (node,) = backend.inventory()
+    assert node.mig_used_outside == (("1g.10gb", 2), ("1g.10gb+me", 1))
+    assert node.gpus_used_outside == 1
+
+
+def mig_gpu(node: str, index: int, layout: list[tuple[str, int]]) -> Gpu:
+    """The GPU in MIG mode with these (profile, start) instances, as a repartition leaves it."""
+    gpu = Gpu.objects.get(node__name=node, index=index)
+    Gpu.objects.filter(pk=gpu.pk).update(mig_enabled=True)
+    for profile, start in layout:
+        MigInstance.for_profile(gpu, profile, start).save()
+    return gpu
+
+
+def instance_users(node: str, index: int) -> list[tuple[str, int, str | None]]:
+    engine_node = next(n for n in build_snapshot().nodes if n.name == node)
+    gpu = next(g for g in engine_node.gpus if g.index == index)
+    return [(i.profile, i.start, i.job_id) for i in gpu.mig_instances]
+
+
+def test_mig_devices_other_pods_hold_are_busy_instances_in_the_snapshot(db, kube, backend):
+    kube.add_namespace("other")
+    kube.add_node("gpu-01", GFD, ALLOCATABLE)
+    poll(backend)
+    mig_gpu("gpu-01", 0, [("3g.40gb", 0), ("1g.10gb", 4), ("1g.10gb", 5), ("1g.10gb", 6)])
+    kube.add_pod("other", device_pod("inference", "gpu-01", {"nvidia.com/mig-1g.10gb": "2"}))
+    assert poll(backend)["inventory"]["changed"] == ["gpu-01"]
+    assert Node.objects.get(name="gpu-01").mig_used_outside == {"1g.10gb": 2}
+    # Two of the three idle 1g instances are taken (the engine neither places on nor repartitions
+    # them); the 3g one and the third 1g one stay free.
+    assert instance_users("gpu-01", 0) == [("3g.40gb", 0, None), ("1g.10gb", 4, None), ("1g.10gb", 5, OUTSIDE),
+                                           ("1g.10gb", 6, OUTSIDE)]
+    kube.finish_deletion("other", "inference")
+    poll(backend)
+    assert Node.objects.get(name="gpu-01").mig_used_outside == {}
+    assert [user for *_rest, user in instance_users("gpu-01", 0)] == [None] * 4
+
+
+def test_more_mig_devices_held_than_instances_known_takes_them_all(db, kube, backend):
+    kube.add_namespace("other")
+    kube.add_node("gpu-01", GFD, ALLOCATABLE)
+    poll(backend)
+    mig_gpu("gpu-01", 0, [("1g.10gb", 0)])
+    kube.add_pod("other", device_pod("inference", "gpu-01", {"nvidia.com/mig-1g.10gb": "3"}))
+    poll(backend)
+    assert instance_users("gpu-01", 0) == [("1g.10gb", 0, OUTSIDE)]
 
 
 # -- the sync, as the poll runs it -------------------------------------------------------------------

@@ -37,6 +37,8 @@ class GpuNode:
     cpu: str = "64"
     memory: str = "512Gi"
     labels: dict[str, str] = field(default_factory=dict)
+    # More of what the device plugin offers: MIG devices ({"nvidia.com/mig-1g.10gb": "7"}).
+    devices: dict[str, str] = field(default_factory=dict)
 
     def all_labels(self) -> dict[str, str]:
         return {"kubernetes.io/hostname": self.name, "kubernetes.io/os": "linux",
@@ -47,7 +49,7 @@ class GpuNode:
 
     def resources(self) -> dict[str, str]:
         gpus = self.gpus if self.allocatable_gpus is None else self.allocatable_gpus
-        return {"cpu": self.cpu, "memory": self.memory, "pods": "110", GPU: str(gpus)}
+        return {"cpu": self.cpu, "memory": self.memory, "pods": "110", GPU: str(gpus), **self.devices}
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ from agents import actions, services
 from agents.backends import PreemptRequest
 from agents.backends.kubernetes import KubernetesBackend, KubernetesConfig
 from billing.models import UsageInterval
-from scheduling.models import ActionRequest, Node
+from scheduling.models import ActionRequest, Gpu, MigInstance, Node
 from scheduling.payloads import BindPayload
-from scheduling.snapshot import build_snapshot
+from scheduling.snapshot import OUTSIDE, build_snapshot
 from tests.kube.conftest import TEAM, kube_job, team_rows
 from tests.kube.kubelet import GpuNode
 from tests.workers.conftest import wait_for
@@ -92,6 +92,32 @@ def test_a_pod_tessera_did_not_place_holds_its_gpus(kubelet, backend, kube_admin
         assert healthy("inv-03") == [0, 1]  # 2 fewer free
     finally:
         core.delete_namespaced_pod("by-hand", TEAM, grace_period_seconds=0)
+
+
+def test_mig_devices_a_pod_tessera_did_not_place_holds_are_busy_instances(kubelet, backend, kube_admin):
+    kubelet.add_node(GpuNode("inv-09", gpus=2, allocatable_gpus=1, devices={"nvidia.com/mig-1g.10gb": "7"}))
+    poll(backend)
+    gpu = Gpu.objects.get(node__name="inv-09", index=1)  # in MIG mode, seven 1g.10gb, as mig-manager left it
+    Gpu.objects.filter(pk=gpu.pk).update(mig_enabled=True)
+    for start in range(7):
+        MigInstance.for_profile(gpu, "1g.10gb", start).save()
+    core = client.CoreV1Api(kube_admin)
+    core.create_namespaced_pod(TEAM, {"metadata": {"name": "mig-by-hand"}, "spec": {
+        "nodeName": "inv-09", "restartPolicy": "Never",
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "containers": [{"name": "inference", "image": "nvcr.io/nvidia/tritonserver:24.05-py3",
+                        "env": [{"name": "TESSERA_RUNTIME_S", "value": "3600"}],
+                        "resources": {"limits": {"nvidia.com/mig-1g.10gb": "3"}}}]}})
+    try:
+        wait_for(lambda: core.read_namespaced_pod("mig-by-hand", TEAM).status.phase == "Running",
+                 what="pod running", timeout=30)
+        poll(backend)
+        assert Node.objects.get(name="inv-09").mig_used_outside == {"1g.10gb": 3}
+        node = next(n for n in build_snapshot().nodes if n.name == "inv-09")
+        users = [i.job_id for i in node.gpus[1].mig_instances]
+        assert users == [None] * 4 + [OUTSIDE] * 3
+    finally:
+        core.delete_namespaced_pod("mig-by-hand", TEAM, grace_period_seconds=0)
 
 
 def bound_job(backend, name: str):
