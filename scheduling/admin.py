@@ -1,9 +1,11 @@
+from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db.models import Count
 from django.forms.models import BaseInlineFormSet
 
 from scheduling.engine import mig
+from scheduling.gpu_catalogue import MAX_GPUS_PER_NODE, known_gpu_models, node_gpus_add, resolve_gpu_model
 from scheduling.models import (
     ActionRequest,
     CapacityTier,
@@ -38,8 +40,42 @@ class GpuInline(admin.TabularInline):
     readonly_fields = ["utilization"]
 
 
+class NodeForm(forms.ModelForm):
+    """A node and its GPUs in one step: the model is checked against the known ones, and a new
+    node gets `gpu_count` GPU rows of it (they used to be typed one by one, uuid included)."""
+
+    gpu_count = forms.IntegerField(
+        label="GPUs", min_value=1, max_value=MAX_GPUS_PER_NODE, required=False,
+        help_text=f"How many GPUs of the model the node has (1-{MAX_GPUS_PER_NODE}); their rows are made for you.")
+
+    class Meta:
+        model = Node
+        fields = ["name", "tier", "leaf_switch", "gpu_model", "interconnect", "cpu_cores", "memory_gb", "nics",
+                  "nic_gbps", "state", "last_heartbeat", "agent_url"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        adding = self.instance.pk is None
+        self.fields["gpu_count"].required = adding
+        if not adding:  # an existing node's GPUs are edited below, row by row
+            del self.fields["gpu_count"]
+        self.fields["gpu_model"].help_text = "Known: " + ", ".join(sorted(known_gpu_models())) + "."
+
+    def clean_gpu_model(self) -> str:
+        typed = self.cleaned_data["gpu_model"]
+        if self.instance.pk is not None and typed == self.instance.gpu_model:
+            return typed  # what the agent or inventory wrote stays, known or not
+        model = resolve_gpu_model(typed)
+        if model is None:
+            raise ValidationError(
+                f"{typed!r} is not a GPU model Tessera knows; known: {', '.join(sorted(known_gpu_models()))}. "
+                "A model new to the cluster arrives with its node's agent or Kubernetes inventory.")
+        return model
+
+
 @admin.register(Node)
 class NodeAdmin(admin.ModelAdmin):
+    form = NodeForm
     list_display = ["name", "state", "tier", "leaf_switch", "gpu_model", "interconnect", "gpu_count",
                     "cpu_cores", "memory_gb", "last_heartbeat"]
     list_filter = ["state", "tier", "gpu_model", "interconnect", "leaf_switch"]
@@ -52,6 +88,20 @@ class NodeAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(_gpu_count=Count("gpus"))
+
+    def get_inlines(self, request, obj):
+        return self.inlines if obj is not None else []  # a new node's GPUs come from its GPU count
+
+    def get_fieldsets(self, request, obj=None):
+        fields = [name for name in super().get_fieldsets(request, obj)[0][1]["fields"] if name != "gpu_count"]
+        if obj is None:  # the count right after the model it multiplies; a node's later GPUs are rows
+            fields.insert(fields.index("gpu_model") + 1, "gpu_count")
+        return [(None, {"fields": fields})]
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if not change:
+            node_gpus_add(node=obj, count=form.cleaned_data["gpu_count"])
 
     def get_changeform_initial_data(self, request):
         # A node typed in here takes no work until its agent reports (or someone marks it ready):
