@@ -1,5 +1,11 @@
 """The downward-API annotations file as the kubelet writes it, and the watcher that polls it."""
 
+import json
+import os
+import random
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from tessera_checkpoint.podinfo import MalformedAnnotations, RequestWatcher, parse_annotations, unquote_go
@@ -39,6 +45,32 @@ def test_it_unquotes_go_literals(quoted, value):
 def test_it_refuses_what_go_would_not_write(bad):
     with pytest.raises(MalformedAnnotations):
         unquote_go(bad)
+
+
+KUBECTL = Path(os.environ.get("TESSERA_KUBE_CACHE", "/var/cache/tessera/kube")) / "bin" / "kubectl"
+# The kubelet's fieldpath.FormatMap: `fmt.Sprintf("%v=%q\n", key, value)` per key, sorted. kubectl's
+# go-template `printf "%q"` is the same Go formatting, and needs no API server with --local.
+FORMAT_MAP = '{{range $k, $v := .metadata.annotations}}{{$k}}={{printf "%q" $v}}{{"\\n"}}{{end}}'
+
+
+def random_value(rng: random.Random) -> str:
+    pools = [(0x20, 0x7E), (0x00, 0x1F), (0x7F, 0xFF), (0x100, 0xD7FF), (0xE000, 0xFFFF), (0x10000, 0x10FFFF)]
+    return "".join(chr(rng.randint(*rng.choice(pools))) for _ in range(rng.randint(0, 24)))
+
+
+@pytest.mark.skipif(not KUBECTL.exists(), reason=f"no kubectl at {KUBECTL} (tools/kube-control-plane/build.sh)")
+def test_it_reads_what_go_writes_for_any_text(tmp_path):
+    rng = random.Random(14)
+    values = {f"example.org/k{i}": random_value(rng) for i in range(300)}
+    values["kubectl.kubernetes.io/last-applied-configuration"] = json.dumps({"metadata": {"a": 'q"\\\n'}}) + "\n"
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "annotations": values},
+           "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    (tmp_path / "pod.json").write_text(json.dumps(pod))
+    written = subprocess.run([str(KUBECTL), "annotate", "--local", "-f", str(tmp_path / "pod.json"),
+                              "tessera.io/checkpoint-request=preempt-3", "-o", f"go-template={FORMAT_MAP}"],
+                             capture_output=True, text=True, timeout=60, check=True).stdout
+    assert "\\u" in written and "\\x" in written  # Go escaped some characters, as the kubelet does
+    assert parse_annotations(written) == {**values, "tessera.io/checkpoint-request": "preempt-3"}
 
 
 def test_a_line_without_key_or_equals_is_malformed():
