@@ -204,6 +204,9 @@ TESSERA_POLICY = env_choice("TESSERA_POLICY", "tessera", POLICIES.names())  # th
 # Who carries idle reserved capacity on statements (billing/idle.py): shown separately or spread.
 TESSERA_IDLE_COST_POLICY = env_choice("TESSERA_IDLE_COST_POLICY", "showback",
                                       ("showback", "chargeback-by-use", "chargeback-by-guarantee"))
+# Seconds of work per second of wall clock: 1 for a real cluster; `manage.py demo` sets its simulated
+# cluster's speed (agents/embedded.py), so estimated starts read in the time people wait.
+TESSERA_CLOCK_SPEED = 1.0
 TESSERA_SIMULATED_STATE = env_str("TESSERA_SIMULATED_STATE", str(VAR_DIR / "simulated-cluster.json"))
 TESSERA_AGENT_TOKEN_FILE = env_str("TESSERA_AGENT_TOKEN_FILE", "")
 # The kubernetes backend: a kubeconfig file (workers outside the cluster), else the pod's ServiceAccount.
