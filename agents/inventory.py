@@ -30,6 +30,7 @@ CLOSING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 DEFAULT_TIER = CapacityTier.Name.ON_DEMAND
 NEW_NODE_INTERCONNECT = Node.Interconnect.PCIE  # the cluster does not say; the cautious guess
 MODEL_MAX = Gpu._meta.get_field("model").max_length
+REFUSAL_MAX = Node._meta.get_field("cluster_refusal").max_length
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ class NodeValues:
     allocatable_gpus: int | None
     gpus_used_outside: int
     mig_used_outside: dict[str, int]  # by profile
+    refusal: str  # why Tessera places nothing new here though the cluster might; "" when none
 
 
 def gpu_model_name(product: str | None) -> str:
@@ -75,6 +77,24 @@ def closing_taints(taints: tuple[str, ...]) -> list[str]:
     return closing
 
 
+def single_strategy_refusal(item: NodeInventory) -> str:
+    """Why a node whose device plugin offers MIG devices with the "single" strategy takes no work:
+    they come as `nvidia.com/gpu`, every GPU with one profile, and GFD no longer says how many GPUs
+    there are; Tessera places MIG work by profile and changes layouts per GPU, which would turn the
+    node's labels MIG-INVALID. "" for a node this does not concern (single with no MIG enabled
+    offers whole GPUs, as "none" does)."""
+    if item.mig_strategy != MigStrategy.SINGLE or not item.mig_resources:
+        return ""
+    (offered,) = item.mig_resources[:1]
+    if offered.profile == "INVALID" or offered.count == 0:
+        return ("GPU Feature Discovery reports an invalid MIG layout for the single strategy (product "
+                f"{item.gpu_model}-MIG-INVALID: its GPUs are not all in MIG mode with one profile); "
+                "Tessera places nothing here until the node's labels say what it offers.")
+    return (f"MIG strategy 'single': the device plugin offers {offered.count} × {offered.profile} MIG devices "
+            "as nvidia.com/gpu, not the GPUs and profiles Tessera places work by; set the GPU Operator's "
+            "mig.strategy to 'mixed' (ClusterPolicy) for Tessera to schedule this node.")
+
+
 def node_values(item: NodeInventory) -> NodeValues:
     model = gpu_model_name(item.gpu_model)
     geometry = mig.geometry_for(model)
@@ -83,18 +103,22 @@ def node_values(item: NodeInventory) -> NodeValues:
     else:
         memory_gb = round((item.gpu_memory_mib or 1024) / 1024, 1)
     tiers = {choice.value for choice in CapacityTier.Name}
-    # Single strategy: GFD counts MIG devices, not GPUs, and names the product "<model>-MIG-<profile>".
-    single = item.mig_strategy == MigStrategy.SINGLE
+    # Single strategy with MIG on: GFD counts MIG devices, not GPUs, and names the product
+    # "<model>-MIG-<profile>"; the rows stay as they are and the node takes nothing new.
+    refusal = single_strategy_refusal(item)
     return NodeValues(
-        name=item.name, gpu_model=model, gpu_count=None if single else item.gpu_count,
+        name=item.name, gpu_model=model, gpu_count=None if refusal else item.gpu_count,
         gpu_memory_gb=max(1.0, memory_gb),
         mig_capable=item.mig_capable and geometry is not None,
         cpu_cores=max(1, item.cpu_millicores // 1000), memory_gb=max(1, item.memory_mib // 1024),
         leaf_switch=item.leaf_switch or None, tier=item.tier if item.tier in tiers else None,
         ready=item.ready,
-        schedulable=item.ready and item.schedulable and not closing_taints(item.taints),
-        allocatable_gpus=item.allocatable_gpus, gpus_used_outside=max(0, item.gpus_used_outside),
-        mig_used_outside={profile: count for profile, count in item.mig_used_outside if count > 0})
+        schedulable=item.ready and item.schedulable and not closing_taints(item.taints) and not refusal,
+        # Refused: allocatable and others' requests count MIG slices, not the GPUs the rows are.
+        allocatable_gpus=None if refusal else item.allocatable_gpus,
+        gpus_used_outside=0 if refusal else max(0, item.gpus_used_outside),
+        mig_used_outside={profile: count for profile, count in item.mig_used_outside if count > 0},
+        refusal=refusal[:REFUSAL_MAX])
 
 
 # -- the service --------------------------------------------------------------------------------
@@ -125,7 +149,8 @@ def node_differs(node: Node, values: NodeValues) -> bool:
     """Whether node_apply would change anything (`node` with its GPUs prefetched)."""
     wanted = {"gpu_model": values.gpu_model, "cpu_cores": values.cpu_cores, "memory_gb": values.memory_gb,
               "schedulable": values.schedulable, "allocatable_gpus": values.allocatable_gpus,
-              "gpus_used_outside": values.gpus_used_outside, "mig_used_outside": values.mig_used_outside}
+              "gpus_used_outside": values.gpus_used_outside, "mig_used_outside": values.mig_used_outside,
+              "cluster_refusal": values.refusal}
     if any(getattr(node, name) != value for name, value in wanted.items()):
         return True
     if values.leaf_switch is not None and node.leaf_switch.name != values.leaf_switch:
@@ -146,7 +171,8 @@ def node_apply(*, values: NodeValues) -> bool:
     node = Node.objects.select_for_update().filter(name=values.name).first()
     fields = {"gpu_model": values.gpu_model, "cpu_cores": values.cpu_cores, "memory_gb": values.memory_gb,
               "schedulable": values.schedulable, "allocatable_gpus": values.allocatable_gpus,
-              "gpus_used_outside": values.gpus_used_outside, "mig_used_outside": values.mig_used_outside}
+              "gpus_used_outside": values.gpus_used_outside, "mig_used_outside": values.mig_used_outside,
+              "cluster_refusal": values.refusal}
     if values.leaf_switch is not None or node is None:
         fields["leaf_switch"] = _leaf(values.leaf_switch or f"unlabelled-{values.name}")
     if values.tier is not None or node is None:
@@ -157,6 +183,8 @@ def node_apply(*, values: NodeValues) -> bool:
         _gpus_apply(node, values)
         return True
     dirty = [name for name, value in fields.items() if getattr(node, name) != value]
+    if "cluster_refusal" in dirty and values.refusal:  # once, when it starts: the poll runs every 15 s
+        log.warning("node %s takes no new work: %s", values.name, values.refusal)
     for name in dirty:
         setattr(node, name, fields[name])
     if dirty:

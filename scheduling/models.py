@@ -96,6 +96,9 @@ class Node(models.Model):
         "Whole GPUs pods Tessera did not place hold (other schedulers, DaemonSets): counted as used."))
     mig_used_outside = models.JSONField(default=dict, blank=True, help_text=(
         "MIG devices those pods hold, by profile ({\"1g.10gb\": 2}): as many idle instances count as used."))
+    cluster_refusal = models.CharField(max_length=400, blank=True, help_text=(
+        "Why Tessera places nothing new here although the cluster might (a MIG setup it cannot drive); "
+        "empty: nothing."))
 
     class Meta:
         ordering = ["name"]

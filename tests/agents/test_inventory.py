@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from agents import runtime, services, tasks
-from agents.backends.base import NodeInventory
+from agents.backends.base import MigResource, NodeInventory
 from agents.inventory import closing_taints, gpu_model_name, inventory_sync, node_values
 from billing.models import UsageInterval
 from scheduling.models import Gpu, JobEvent, MigInstance, Node
@@ -68,9 +68,27 @@ def test_closing_taints_names_them_in_the_clusters_words():
         ["a=b:NoSchedule", "c=:NoExecute"]
 
 
-def test_a_single_strategy_node_says_nothing_of_its_gpu_rows():
-    values = node_values(inventory(gpu_model="A100-SXM4-40GB", gpu_count=0, mig_strategy="single"))
-    assert (values.gpu_model, values.gpu_count) == ("A100-SXM4-40GB", None)
+SINGLE_MIG = dict(gpu_model="A100-SXM4-40GB", gpu_count=0, gpu_memory_mib=None, mig_strategy="single",
+                  mig_resources=(MigResource("1g.5gb", 28, 4864),), allocatable_gpus=28, gpus_used_outside=3)
+
+
+def test_a_single_strategy_mig_node_is_refused_and_says_nothing_of_its_gpu_rows():
+    values = node_values(inventory(**SINGLE_MIG))
+    assert (values.gpu_model, values.gpu_count, values.schedulable) == ("A100-SXM4-40GB", None, False)
+    # MIG slices are not GPUs: neither the rows' allocatable nor their used count
+    assert (values.allocatable_gpus, values.gpus_used_outside) == (None, 0)
+    assert values.refusal.startswith("MIG strategy 'single': the device plugin offers 28 × 1g.5gb MIG devices")
+    assert "mig.strategy to 'mixed'" in values.refusal
+
+
+def test_a_single_strategy_node_gfd_calls_invalid_is_refused_in_those_words():
+    values = node_values(inventory(**{**SINGLE_MIG, "mig_resources": (MigResource("INVALID", 0, None),)}))
+    assert not values.schedulable and "invalid MIG layout" in values.refusal
+
+
+def test_a_single_strategy_node_without_mig_offers_whole_gpus():
+    values = node_values(inventory(mig_strategy="single"))  # MIG off: GFD labels whole GPUs, as "none"
+    assert (values.gpu_count, values.schedulable, values.refusal, values.allocatable_gpus) == (8, True, "", 8)
 
 
 def test_a_tier_label_that_is_no_tier_of_ours_counts_as_none():
@@ -163,6 +181,27 @@ def test_more_mig_devices_held_than_instances_known_takes_them_all(db, kube, bac
 
 
 # -- the sync, as the poll runs it -------------------------------------------------------------------
+
+A100_SINGLE = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "A100-SXM4-40GB-MIG-1g.5gb",
+               "nvidia.com/gpu.count": "28", "nvidia.com/gpu.memory": "4864", "nvidia.com/mig.strategy": "single",
+               "nvidia.com/mig.capable": "true"}
+
+
+def test_a_single_strategy_node_joins_refused_with_its_reason_and_takes_nothing(db, kube, backend, caplog):
+    kube.add_node("gpu-a100", A100_SINGLE, {**ALLOCATABLE, "nvidia.com/gpu": "28"})
+    kube.add_node("gpu-01", GFD, ALLOCATABLE)
+    assert poll(backend)["inventory"]["added"] == ["gpu-01", "gpu-a100"]
+    node = Node.objects.get(name="gpu-a100")
+    assert (node.schedulable, node.allocatable_gpus, node.gpus.count()) == (False, None, 0)
+    assert "28 × 1g.5gb" in node.cluster_refusal and Node.objects.get(name="gpu-01").cluster_refusal == ""
+    assert {n.name: n.state for n in build_snapshot().nodes}["gpu-a100"] == "draining"  # nothing new
+    # Switched to mixed: the labels say GPUs and profiles again, and the node opens.
+    kube.set_node_labels("gpu-a100", {"nvidia.com/mig.strategy": "mixed", "nvidia.com/gpu.product": "A100-SXM4-40GB",
+                                      "nvidia.com/gpu.count": "4", "nvidia.com/gpu.memory": "40960",
+                                      "nvidia.com/mig-1g.5gb.count": "28"})
+    assert poll(backend)["inventory"]["changed"] == ["gpu-a100"]
+    node.refresh_from_db()
+    assert (node.schedulable, node.cluster_refusal, node.gpus.count()) == (True, "", 4)
 
 class Silent:
     """No node agent answers: readiness comes from the cluster alone."""

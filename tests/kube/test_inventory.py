@@ -120,6 +120,20 @@ def test_mig_devices_a_pod_tessera_did_not_place_holds_are_busy_instances(kubele
         core.delete_namespaced_pod("mig-by-hand", TEAM, grace_period_seconds=0)
 
 
+def test_a_single_strategy_mig_node_is_refused_with_its_reason(kubelet, backend):
+    """GFD's single strategy: every GPU one profile, its MIG devices offered as nvidia.com/gpu."""
+    kubelet.add_node(GpuNode("inv-10", product="A100-SXM4-40GB-MIG-1g.5gb", gpus=28, memory_mib=4864,
+                             labels={"nvidia.com/mig.strategy": "single"}))
+    kubelet.add_node(GpuNode("inv-11", gpus=2))
+    assert poll(backend)["inventory"]["added"] == ["inv-10", "inv-11"]
+    node = Node.objects.get(name="inv-10")
+    assert (node.gpu_model, node.schedulable, node.allocatable_gpus, node.gpus.count()) == \
+        ("A100-SXM4-40GB", False, None, 0)
+    assert node.cluster_refusal.startswith("MIG strategy 'single': the device plugin offers 28 × 1g.5gb")
+    states = {n.name: n.state for n in build_snapshot().nodes}
+    assert (states["inv-10"], states["inv-11"]) == ("draining", "ready")
+
+
 def bound_job(backend, name: str):
     """A 4-GPU job placed by a cycle on the synced rows and bound on the cluster: (job, pod, node)."""
     team_rows()
