@@ -96,7 +96,7 @@ class Confirmer:
             "Authorization": f"Bearer {token}", "Content-Type": "application/json",
             "Accept": "application/json"})
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310 (our URL)
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
                 return response.status, response.read().decode("utf-8", "replace")
         except urllib.error.HTTPError as answer:
             return answer.code, answer.read().decode("utf-8", "replace")
