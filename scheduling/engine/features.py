@@ -12,6 +12,11 @@ from dataclasses import dataclass, fields
 from typing import Literal, get_args
 
 Packing = Literal["binpack", "spread"]
+# How preemption ranks victims after borrowed-first (actions/evict.py): "class" lowest class, then
+# least work lost (what kube-scheduler, Kueue and Volcano do); "lost-work" least GPU-seconds lost
+# since the last checkpoint, then lowest class, then shortest runtime (issue 18).
+VictimOrder = Literal["class", "lost-work"]
+CHOICES = {"Packing": Packing, "VictimOrder": VictimOrder}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,6 +42,7 @@ class Features:
     #                                    quota (kube-scheduler's DefaultPreemption)
     mig_static: bool = False     # only the MIG instances that exist are used: none is created
     share_production_only: bool = False  # only production inference shares GPUs (HAMi/MPS for serving)
+    victim_order: VictimOrder = "class"  # see VictimOrder above
     nominate: bool = False       # the whole GPUs a preemptor will take are held for it against its
     #                              class and below until it binds (kube-scheduler's nominatedNodeName;
     #                              nominations.py). Baselines only: tessera's `reserve` does its own.
@@ -55,9 +61,10 @@ class Features:
     def __post_init__(self) -> None:
         for spec in fields(self):
             value = getattr(self, spec.name)
-            if spec.type == "Packing":
-                if value not in get_args(Packing):
-                    raise ValueError(f"Features.{spec.name} is {value!r}; expected one of {get_args(Packing)}")
+            if spec.type in CHOICES:
+                allowed = get_args(CHOICES[str(spec.type)])
+                if value not in allowed:
+                    raise ValueError(f"Features.{spec.name} is {value!r}; expected one of {allowed}")
                 continue
             expected = {"bool": (bool,), "int": (int,), "float": (int, float)}[str(spec.type)]
             # bool is an int in Python; a number where a flag belongs (or the reverse) is a mistake.

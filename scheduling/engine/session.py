@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
 _NO_SHAPES: frozenset[Shape] = frozenset()
 RequestShape = tuple[object, ...]  # what placement depends on (actions.common.request_shape)
-VictimKey = tuple[int, int, float, str]  # within quota, class, work lost, id: lowest first
+# within quota, then class and work lost (in the policy's victim_order), runtime, id: lowest first
+VictimKey = tuple[int, float, float, float, str]
 
 
 def _by_level() -> defaultdict:

@@ -58,25 +58,33 @@ def test_production_inference_within_quota_always_gets_resources():
     assert len(plan.preemptions) == 1 and plan.preemptions[0].reason == "preempt"
 
 
-def test_victims_borrowed_first_then_lowest_class_then_least_work_lost():
-    t = NOW
-    jobs = [
-        (job("old-train", cls="training", checkpoint_interval_s=600, last_checkpoint_at=t - 100),
-         t - 7200, False),
-        (job("fresh-train", cls="training"), t - 300, False),
-        (job("best", cls="best-effort"), t - 7200, False),
-        (job("borrowed", cls="interactive"), t - 7200, True),
-    ]
+VICTIMS = [  # (job, started, borrowed)
+    (job("old-train", cls="training", checkpoint_interval_s=600, last_checkpoint_at=NOW - 100), NOW - 7200, False),
+    (job("fresh-train", cls="training"), NOW - 300, False),
+    (job("best", cls="best-effort"), NOW - 7200, False),
+    (job("borrowed", cls="interactive"), NOW - 7200, True),
+]
+
+
+@pytest.mark.parametrize("policy, expected", [
+    # The baselines' order (kube-scheduler, Kueue, Volcano): the lowest class, then work lost.
+    ("kueue", ["borrowed", "best", "old-train", "fresh-train"]),
+    # tessera's (issue 18): the fewest GPU-seconds lost since the last checkpoint, then class;
+    # the best-effort job that never checkpointed would lose two hours, so it goes last.
+    ("tessera", ["borrowed", "old-train", "fresh-train", "best"]),
+])
+def test_victims_borrowed_first_then_in_the_policys_victim_order(policy, expected):
+    jobs = list(VICTIMS)
     pending = [job("hi", team="ml", cls="production", kind="inference", gpus=1)]
     order = []
     while jobs:
         runs = [running(j, "n1", [i], started=s, borrowed=b) for i, (j, s, b) in enumerate(jobs)]
         plan = schedule(snap([node("n1", gpus=len(jobs))], pending, runs,
-                             queues=[("ml", len(jobs))]))
+                             queues=[("ml", len(jobs))]), policy)
         victim = plan.preemptions[0].job_id
         order.append(victim)
         jobs = [r for r in jobs if r[0].id != victim]
-    assert order == ["borrowed", "best", "old-train", "fresh-train"]
+    assert order == expected
 
 
 def test_the_preemptor_is_placed_only_after_the_release_is_confirmed():

@@ -26,10 +26,10 @@ from ..statement import Statement
 from .common import burst_refusal, min_units, ordered, request_shape, within_guarantee
 from .evict import (
     NODE_TRIES,
+    lost_work,
     nominate,
     stoppable_runners,
     undecided_waiting,
-    victim_key,
     victims_by_node,
     victims_on,
 )
@@ -112,7 +112,7 @@ def _move_costs(session: Session, pool: list[Member]) -> dict[str, float]:
     costs = {}
     for first in pool:
         units = sum(m.units for m in session.members[first.job_id])
-        costs[first.job_id] = victim_key(session, first)[2] + units * RESTART_S
+        costs[first.job_id] = lost_work(session, first) + units * RESTART_S
     return costs
 
 

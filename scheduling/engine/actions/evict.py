@@ -1,10 +1,13 @@
 """reclaim and preempt: pick running jobs to stop so that a waiting job can start later.
 
-Victims, best first: borrowed before within-quota, then the lowest class, then the least work
-lost since the last checkpoint. A job within another team's guarantee is never stopped to serve
-a burst; only production inference within its own guarantee may take it. The preemptor is not
-placed in this cycle: it waits until the backend confirms the release. A gang that needs
-several nodes chooses victims over the k cheapest nodes together (gang_victims.py).
+Victims, best first: borrowed before within-quota, then by the policy's `victim_order`: the
+lowest class, then the least work lost since the last checkpoint (the baselines), or the least
+GPU-seconds lost, then the lowest class, then the shortest runtime (tessera). A job within
+another team's guarantee is never stopped to serve a burst; only production inference within
+its own guarantee may take it. A job that (re)started less than `min_runtime_s` ago is stopped
+only for production. The preemptor is not placed in this cycle: it waits until the backend
+confirms the release. A gang that needs several nodes chooses victims over the k cheapest nodes
+together (gang_victims.py).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from ..placement import allowed_models, as_whole
 from ..plan import Preempt
 from ..reasons import PreemptReason, WaitingReason
 from .common import burst_refusal, min_units, ordered, request_shape, within_guarantee
-from .gang_victims import fits_now, freeable_gpus, gang_nodes, gang_victims, per_node_gpus, shortest_prefix
+from .gang_victims import Cost, fits_now, freeable_gpus, gang_nodes, gang_victims, per_node_gpus, shortest_prefix
 
 if TYPE_CHECKING:
     from ..session import RequestShape, Session, VictimKey
@@ -117,25 +120,57 @@ def undecided_waiting(session: Session) -> list[Job]:
             if j.id not in session.reasons and j.id not in session.nominated]
 
 
+def lost_work(session: Session, member: Member) -> float:
+    """GPU-seconds the job loses if stopped now: the time since its last checkpoint (since it
+    started where it reports none, so hiding checkpoints never looks cheaper) times all its
+    members' GPUs. The "class" order (the baselines) counts a checkpoint only for a job that
+    declares an interval, as it always has; "lost-work" counts any checkpoint time reported."""
+    job = member.known_job
+    since = member.started_at
+    trusted = job.checkpoints or session.features.victim_order == "lost-work"
+    if trusted and job.last_checkpoint_at is not None:
+        since = max(since, job.last_checkpoint_at)
+    return max(0.0, session.now - since) * sum(m.units for m in session.members[job.id])
+
+
 def victim_key(session: Session, member: Member) -> VictimKey:
+    """Lowest first: borrowed before within-quota, then by the policy's victim_order (class then
+    work lost, or work lost then class then the shortest runtime, as kube-scheduler breaks ties
+    by the latest start)."""
     keys = session.victim_keys  # fixed for the cycle: now, members
     key = keys.get(member.job_id)
     if key is None:
         job = member.known_job
-        since = member.started_at
-        if job.checkpoints and job.last_checkpoint_at is not None:
-            since = max(since, job.last_checkpoint_at)
-        lost = max(0.0, session.now - since) * sum(m.units for m in session.members[job.id])
-        key = keys[member.job_id] = (0 if member.borrowed else 1, job.priority, lost, job.id)
+        lost = lost_work(session, member)
+        quota = 0 if member.borrowed else 1
+        if session.features.victim_order == "lost-work":
+            key = (quota, lost, job.priority, session.now - member.started_at, job.id)
+        else:
+            key = (quota, job.priority, lost, 0.0, job.id)
+        keys[member.job_id] = key
     return key
 
 
-def _cost(keys: Mapping[str, VictimKey], chosen: list[str]) -> tuple[int, int, float, int]:
-    """A victim set's cost: within-quota victims, highest class, work lost, how many."""
+def victim_set_cost(session: Session) -> Cost:
+    """How a set of victims is ranked against another: within-quota victims first, then the
+    policy's order (highest class then work lost, or work lost then highest class), then count."""
+    if session.features.victim_order == "lost-work":
+        return _cost_by_lost_work
+    return _cost_by_class
+
+
+def _cost_by_class(keys: Mapping[str, VictimKey], chosen: list[str]) -> tuple[float, ...]:
     if not chosen:
         return (0, 0, 0.0, 0)
     return (sum(keys[v][0] for v in chosen), max(keys[v][1] for v in chosen),
             sum(keys[v][2] for v in chosen), len(chosen))
+
+
+def _cost_by_lost_work(keys: Mapping[str, VictimKey], chosen: list[str]) -> tuple[float, ...]:
+    if not chosen:
+        return (0, 0.0, 0, 0)
+    return (sum(keys[v][0] for v in chosen), sum(keys[v][1] for v in chosen),
+            max(keys[v][2] for v in chosen), len(chosen))
 
 
 def find_victims(session: Session, job: Job, pool: list[Member]) -> list[str] | None:
@@ -144,13 +179,14 @@ def find_victims(session: Session, job: Job, pool: list[Member]) -> list[str] | 
     keys = {m.job_id: victim_key(session, m) for m in pool}
     by_node = victims_by_node(session, job, pool)
     if gang_nodes(session, job) > 1:
-        return gang_victims(session, job, by_node, keys, _cost)
+        return gang_victims(session, job, by_node, keys, victim_set_cost(session))
     nodes = sorted(by_node, key=lambda n: (min(keys[v] for v in by_node[n]), n))
     best = None
+    set_cost = victim_set_cost(session)
     for node in nodes[:NODE_TRIES]:
         chosen = victims_on(session, job, sorted(by_node[node], key=keys.__getitem__))
         if chosen is not None:
-            cost = _cost(keys, chosen)
+            cost = set_cost(keys, chosen)
             if best is None or cost < best[0]:
                 best = (cost, chosen)
     return best[1] if best else None
