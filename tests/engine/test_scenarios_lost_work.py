@@ -60,11 +60,18 @@ def test_a_job_without_checkpoint_info_counts_all_its_runtime_as_lost(interval):
 
 
 def test_a_reported_checkpoint_time_counts_even_without_a_declared_interval():
-    # A service that says it just saved (the simulator's inference and notebooks report `now`)
-    # loses nothing, so it goes before a training job that would lose ten minutes.
-    jobs = [training("train", started=2 * HOUR, checkpoint=600),
-            training("service", started=2 * HOUR, checkpoint=0, interval=None)]
+    jobs = [training("declared", started=2 * HOUR, checkpoint=600),
+            training("reported", started=2 * HOUR, checkpoint=60, interval=None)]
+    assert first_victim(jobs) == ["reported"]
+
+
+@pytest.mark.parametrize("kind", ["inference", "interactive"])
+def test_a_service_loses_no_work_so_it_goes_before_training_that_would(kind):
+    # A server or notebook holds no training progress; it reports no checkpoint either.
+    service = job("service", cls="training", kind=kind)  # the same class: only lost work decides
+    jobs = [training("train", started=2 * HOUR, checkpoint=600), (service, NOW - 2 * HOUR, 1)]
     assert first_victim(jobs, preemptor_cls="production") == ["service"]
+    assert first_victim(jobs, preemptor_cls="production", policy="kueue") == ["train"]  # class first
 
 
 def test_equal_work_lost_then_the_lowest_class_then_the_shortest_runtime():

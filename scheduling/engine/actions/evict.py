@@ -120,14 +120,23 @@ def undecided_waiting(session: Session) -> list[Job]:
             if j.id not in session.reasons and j.id not in session.nominated]
 
 
+# Services hold no training progress: a stopped server (or notebook) comes back without redoing
+# work, so under "lost-work" it loses none (the simulator's accounting, simulator/run/jobs.py).
+# Declaring a training job a service therefore makes it the first victim: the lie never pays.
+SERVICE_KINDS = ("inference", "interactive")
+
+
 def lost_work(session: Session, member: Member) -> float:
     """GPU-seconds the job loses if stopped now: the time since its last checkpoint (since it
     started where it reports none, so hiding checkpoints never looks cheaper) times all its
     members' GPUs. The "class" order (the baselines) counts a checkpoint only for a job that
     declares an interval, as it always has; "lost-work" counts any checkpoint time reported."""
     job = member.known_job
+    by_lost_work = session.features.victim_order == "lost-work"
+    if by_lost_work and job.kind in SERVICE_KINDS:
+        return 0.0
     since = member.started_at
-    trusted = job.checkpoints or session.features.victim_order == "lost-work"
+    trusted = job.checkpoints or by_lost_work
     if trusted and job.last_checkpoint_at is not None:
         since = max(since, job.last_checkpoint_at)
     return max(0.0, session.now - since) * sum(m.units for m in session.members[job.id])

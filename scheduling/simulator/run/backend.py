@@ -158,7 +158,8 @@ class Backend:
 
     def running_view(self, job: SimJob, now: float) -> list[Running]:
         out = []
-        saved = job.last_checkpoint(now)[1] if job.run_since is not None else None
+        # A service reports no checkpoint, as on a live cluster (the engine knows it loses nothing).
+        saved = job.last_checkpoint(now)[1] if job.run_since is not None and job.stateful else None
         for m, placed in job.bound.items():
             view = placed.running
             if view is None or view.job.last_checkpoint_at != saved:
