@@ -57,7 +57,8 @@ def member_shape(total_gpus: int, max_node_gpus: int) -> tuple[int, int]:
     return per_member, math.ceil(total_gpus / per_member)
 
 
-def to_engine_job(job: Job, max_node_gpus: int) -> engine.Job:
+def to_engine_job(job: Job, max_node_gpus: int, started_at: datetime | None = None) -> engine.Job:
+    """`started_at`: when the member's current run started (None: the job waits)."""
     per_member, members = member_shape(job.gpus, max_node_gpus)
     return engine.Job(
         id=str(job.pk), team=job.team.name, project=job.project.name, kind=job.kind,
@@ -66,8 +67,19 @@ def to_engine_job(job: Job, max_node_gpus: int) -> engine.Job:
         memory_gb=job.memory_gb / members, gang_size=members, gpu_models=job.allowed_gpu_models,
         checkpoint_interval_s=job.checkpoint_interval_s, last_checkpoint_at=epoch(job.last_checkpoint_at),
         preemptible=job.preemptible, queue_order=job.queue_order, submitted_at=job.submitted_at.timestamp(),
-        expected_runtime_s=float(job.expected_runtime_s or job.max_runtime_s or DEFAULT_RUNTIME_S),
+        expected_runtime_s=runtime_left_s(job, started_at),
         gpu_milli=0)  # the portal asks for memory; a share follows from it
+
+
+def runtime_left_s(job: Job, started_at: datetime | None) -> float:
+    """What the job still had to run when its current run started (now, for a waiting job), as
+    the simulator tells the engine: its expected runtime less the work its last checkpoint
+    saved, except what that checkpoint saved during this run. Reservations and ETAs count a
+    running job's end from its start, so a resumed job would otherwise look as long as new."""
+    left = float(job.expected_runtime_s or job.max_runtime_s or DEFAULT_RUNTIME_S) - job.progress_s
+    if started_at is not None and job.last_checkpoint_at is not None:
+        left += max(0.0, (job.last_checkpoint_at - started_at).total_seconds())
+    return max(1.0, left)
 
 
 def _nodes(open_placements, prices: PriceList) -> tuple[engine.Node, ...]:
@@ -138,9 +150,10 @@ def _running(open_placements, max_node_gpus: int) -> tuple[engine.Running, ...]:
         job = placements[0].job
         member = members_seen[job_id]
         members_seen[job_id] += 1
+        started_at = min(p.started_at for p in placements)
         running.append(engine.Running(
-            job=to_engine_job(job, max_node_gpus), node=node_name, member=member, borrowed=job.borrowed,
-            started_at=min(p.started_at for p in placements).timestamp(),
+            job=to_engine_job(job, max_node_gpus, started_at), node=node_name, member=member,
+            borrowed=job.borrowed, started_at=started_at.timestamp(),
             allocations=tuple(_allocation(p) for p in sorted(placements, key=lambda p: p.gpu.index))))
     return tuple(running)
 
