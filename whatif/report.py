@@ -71,6 +71,10 @@ def _difference(before, after, kind: str) -> str:
     return f"{change:+,}"
 
 
+def _hours(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.0f}"
+
+
 def comparison(result: dict) -> dict:
     base, changed = result["baseline"], result["changed"]
     rows = []
@@ -86,7 +90,9 @@ def comparison(result: dict) -> dict:
                       "wait_verdict": _verdict(b.get("wait_p95_s"), c.get("wait_p95_s"), "lower"),
                       "jct": [duration(b.get("jct_mean_s")), duration(c.get("jct_mean_s"))],
                       "jct_verdict": _verdict(b.get("jct_mean_s"), c.get("jct_mean_s"), "lower"),
-                      "not_started": [b.get("not_started"), c.get("not_started")]})
+                      "not_started": [b.get("not_started"), c.get("not_started")],
+                      "gpu_hours": [_hours(b.get("gpu_hours")), _hours(c.get("gpu_hours"))],
+                      "cost": [formatted(b.get("cost"), "money"), formatted(c.get("cost"), "money")]})
     return {"rows": rows, "team_rows": teams, "policies": (base["policy"], changed["policy"])}
 
 

@@ -31,6 +31,10 @@ def test_adding_nodes_shortens_the_wait_and_the_progress_reaches_the_end():
     assert told == sorted(told) and told[-1] == 1.0 and told[0] <= 0.5
     assert result["changes"] == ["2 more H100-80GB node(s), reserved"]
     assert len(base["series"]["allocated"]) == len(base["series"]["t_h"]) > 0
+    for side in (base, changed):  # what the teams held is what the cluster had allocated, and priced
+        held = side["gpu_allocation"] * side["capacity_gpu_hours"]
+        assert side["teams"]["ml"]["gpu_hours"] == pytest.approx(held, rel=0.01) == 3 * 8
+        assert side["teams"]["ml"]["cost"] == pytest.approx(3 * 8 * 2.5)
 
 
 def test_a_policy_switch_runs_the_changed_side_under_the_other_policy():

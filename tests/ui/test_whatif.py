@@ -133,7 +133,7 @@ def test_a_run_from_the_form_to_its_stored_result(clients, jobs, monkeypatch, dj
     monkeypatch.setattr(services, "PROGRESS_EVERY_S", 0)
     with django_capture_on_commit_callbacks(execute=True):
         response = clients["staff"].post(reverse("whatif:new"), {
-            **VALID, "add_model": "H100-80GB", "add_count": "2", "policy": "k8s-default"})
+            **VALID, "add_model": "H100-80GB", "add_count": "2", "policy": "k8s-default", "ahead_hours": "2"})
     run = WhatIfRun.objects.get()
     assert response.status_code == 302 and response.url == reverse("whatif:run", args=[run.pk])
     assert (run.state, run.progress, run.error) == ("done", 1.0, "")
@@ -146,6 +146,7 @@ def test_a_run_from_the_form_to_its_stored_result(clients, jobs, monkeypatch, dj
     assert progress == {"state": "done", "percent": 100, "stale": False, "error": ""}
     page = clients["staff"].get(reverse("whatif:run", args=[run.pk])).content.decode()
     assert 'id="whatif-summary"' in page and "GPUs in the cluster" in page and 'id="whatif-charts"' in page
+    assert "GPU-hours as is / changed" in page and run.result["baseline"]["teams"]["alpha"]["gpu_hours"] > 0
     jobs_file = clients["staff"].get(reverse("whatif:input", args=[run.pk, "jobs.csv"]))
     assert jobs_file.status_code == 200 and jobs_file.content.decode().startswith("job_id,team,")
     assert clients["staff"].get(reverse("whatif:input", args=[run.pk, "other.txt"])).status_code == 404

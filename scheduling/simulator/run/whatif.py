@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import json
 import tempfile
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,21 +98,40 @@ def _add_nodes(cluster: dict, model: str, count: int, tier: str) -> None:
 
 
 class _TeamSimulation(Simulation):
-    """`simulate run`'s loop, remembering when each job finished for the per-team figures."""
+    """`simulate run`'s loop, also remembering when each job finished and what each team held
+    (GPU-hours, and their cost at the price of the node they were on), for the per-team figures."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.finished_at: dict[str, float] = {}
+        self.team_gpu_s: dict[str, float] = defaultdict(float)
+        self.team_cost: dict[str, float] = defaultdict(float)
 
     def on_finish(self, now: float, job, epoch: int) -> None:
         super().on_finish(now, job, epoch)
         if job.state == DONE:
             self.finished_at.setdefault(job.spec.job_id, now)
 
+    def stop(self, job, now: float, saves: bool) -> None:
+        self._count_held(job, now)  # every release of pods passes here, as Meter.hold's calls do
+        super().stop(job, now, saves)
+
+    def close(self, now: float) -> None:
+        for job in self.holding.values():
+            self._count_held(job, now)
+        super().close(now)
+
+    def _count_held(self, job, now: float) -> None:
+        for member in job.bound.values():
+            seconds = max(0.0, min(self.horizon, now) - max(0.0, member.since)) * member.units
+            self.team_gpu_s[job.spec.team] += seconds
+            self.team_cost[job.spec.team] += seconds / 3600 * self.infos[member.node].price
+
 
 def team_figures(sim: _TeamSimulation) -> dict[str, dict]:
-    """Per team: jobs, how many started, wait from submission to first start (p50/p95; a job that
-    never started counts as waiting until the end) and mean completion time of finished jobs."""
+    """Per team: jobs, how many never started, wait from submission to first start (p50/p95; a job
+    that never started counts as waiting until the end), mean completion time of finished jobs, and
+    the GPU-hours held with their cost at the node's price."""
     by_team: dict[str, dict[str, list]] = {}
     for job in sim.jobs.values():
         entry = by_team.setdefault(job.spec.team, {"waits": [], "jct": [], "never": []})
@@ -122,6 +142,7 @@ def team_figures(sim: _TeamSimulation) -> dict[str, dict]:
         if job.spec.job_id in sim.finished_at:
             entry["jct"].append(sim.finished_at[job.spec.job_id] - job.spec.submit_s)
     return {team: {"jobs": len(e["waits"]), "not_started": len(e["never"]), "completed": len(e["jct"]),
+                   "gpu_hours": round(sim.team_gpu_s[team] / 3600, 2), "cost": round(sim.team_cost[team], 2),
                    "wait_p50_s": _round(percentile(e["waits"], 50)),
                    "wait_p95_s": _round(percentile(e["waits"], 95)),
                    "jct_mean_s": _round(sum(e["jct"]) / len(e["jct"])) if e["jct"] else None}
