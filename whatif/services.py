@@ -7,6 +7,7 @@ import logging
 import threading
 import time
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import OperationalError, connection, transaction
 from django.db.models import Q
@@ -19,6 +20,7 @@ from whatif.models import STALE_AFTER, WhatIfRun
 
 log = logging.getLogger(__name__)
 PROGRESS_EVERY_S = 1.0  # a progress write at most this often: the bar moves, the database rests
+TIME_LIMIT_S = 30 * 60  # a worker slot is the cluster's first: a replay longer than this is stopped
 
 
 class Busy(Exception):
@@ -80,6 +82,10 @@ def whatif_execute(run_id: int) -> str:
         result = _simulate(run)
     except (SpecError, ChangeError) as problem:
         _finish(run_id, state=WhatIfRun.State.FAILED, error=str(problem))
+        return "failed"
+    except SoftTimeLimitExceeded:
+        _finish(run_id, state=WhatIfRun.State.FAILED, error=f"Stopped after {TIME_LIMIT_S // 60} minutes; "
+                "replay a shorter window or fewer hours past now.")
         return "failed"
     except Exception:
         log.exception("what-if %s failed", run_id)

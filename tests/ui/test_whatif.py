@@ -6,6 +6,7 @@ from datetime import date, timedelta
 from decimal import Decimal
 
 import pytest
+from celery.exceptions import SoftTimeLimitExceeded
 from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
@@ -166,6 +167,17 @@ def test_a_run_whose_worker_was_lost_is_shown_lost_and_may_be_claimed_again(user
                                    state="running", updated_at=old)
     assert run.stale and services.whatif_in_progress() is None
     assert services.whatif_execute(run.pk) == "done"
+
+
+def test_a_replay_past_the_time_limit_frees_the_worker_and_says_so(users, jobs, monkeypatch):
+    def too_long(*args, **kwargs):
+        raise SoftTimeLimitExceeded()
+
+    monkeypatch.setattr(services, "compare", too_long)
+    run = WhatIfRun.objects.create(created_by=users["staff"], hours=24, baseline_policy="tessera", policy="kueue")
+    assert services.whatif_execute(run.pk) == "failed"
+    run.refresh_from_db()
+    assert run.state == "failed" and run.error.startswith("Stopped after 30 minutes")
 
 
 @pytest.mark.parametrize("role", ["lead", "member", "viewer", "finance", "other_lead"])
