@@ -12,9 +12,12 @@ import logging
 import math
 import time
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
+
+from agents.node_agent.credentials import node_token
 
 log = logging.getLogger(__name__)
 MIB_PER_GB = 1024
@@ -46,10 +49,30 @@ class GpuReading:
 
 
 @dataclass(frozen=True)
+class SliceReading:
+    """One MIG instance's reading. Which instance row it is: the (GPU, start slot) where the
+    source knows the placement (NVML), else the pods that hold it, else its profile where that
+    is unique on the GPU (dcgm-exporter names instances by GPU_I_ID, which Tessera does not keep)."""
+
+    gpu_index: int | None  # None: the source knows the pod but not the device (the simulator)
+    gpu_instance_id: int | None
+    profile: str | None
+    placement_start: int | None
+    utilisation: float | None  # 0-1; None: not measured (NVML has no per-instance utilisation)
+    memory_used_gb: float | None
+    pods: tuple[str, ...] = ()  # "namespace/pod"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "utilisation", _measurement(self.utilisation, 1.0))
+        object.__setattr__(self, "memory_used_gb", _measurement(self.memory_used_gb, math.inf))
+
+
+@dataclass(frozen=True)
 class NodeReading:
     node: str
     at: float  # UNIX time the agent answered: the heartbeat
     gpus: tuple[GpuReading, ...] = ()
+    slices: tuple[SliceReading, ...] = ()
 
 
 class Telemetry(Protocol):
@@ -57,29 +80,48 @@ class Telemetry(Protocol):
         """Readings of the nodes (name, agent URL) that answered; a silent node is simply absent."""
 
 
-class AgentHttpTelemetry:
-    """Reads `GET <agent_url>/v1/report` from each node agent, with the shared bearer token."""
+READ_THREADS = 16
 
-    def __init__(self, token: str, timeout_s: float = 5.0) -> None:
+
+def read_each(nodes: Iterable[tuple[str, str]], read_one: Callable[[str, str], NodeReading]) -> dict[str, NodeReading]:
+    """`read_one(name, url)` for every node with a URL, side by side: a node that hangs until its
+    timeout delays no other, and one that fails costs its own reading only."""
+    wanted = [(name, url) for name, url in nodes if url]
+    if not wanted:
+        return {}
+
+    def one(name: str, url: str) -> NodeReading | None:
+        try:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"not an http(s) URL: {url[:60]!r}")
+            return read_one(name, url)
+        except MalformedReport as error:  # one bad agent costs its own node's heartbeat only
+            log.warning("agent of %s sent no valid report: %s", name, error)
+        except (OSError, ValueError, UnicodeError) as error:  # silent or garbled: a missed heartbeat, not a crash
+            log.info("agent of %s did not answer usably: %s", name, error)
+        return None
+
+    with ThreadPoolExecutor(max_workers=min(READ_THREADS, len(wanted))) as pool:
+        results = list(pool.map(lambda pair: one(*pair), wanted))
+    return {name: reading for (name, _url), reading in zip(wanted, results, strict=True) if reading is not None}
+
+
+class AgentHttpTelemetry:
+    """Reads `GET <agent_url>/v1/report` from each node agent. per_node: `token` is the secret
+    each node's own token derives from (agents/node_agent/credentials.py); else one shared token."""
+
+    def __init__(self, token: str, timeout_s: float = 5.0, per_node: bool = False) -> None:
         self.token = token
         self.timeout_s = timeout_s
+        self.per_node = per_node
 
     def read(self, nodes: Iterable[tuple[str, str]]) -> dict[str, NodeReading]:
-        readings = {}
-        for name, url in nodes:
-            if not url:
-                continue
-            try:
-                readings[name] = reading_from_report(name, self._fetch(url), time.time())
-            except MalformedReport as error:  # one bad agent costs its own node's heartbeat only
-                log.warning("agent of %s sent no valid report: %s", name, error)
-            except (OSError, ValueError) as error:  # a silent agent is a missed heartbeat, not a crash
-                log.info("agent of %s did not answer: %s", name, error)
-        return readings
+        return read_each(nodes, lambda name, url: reading_from_report(name, self._fetch(name, url), time.time()))
 
-    def _fetch(self, url: str) -> dict:
+    def _fetch(self, node: str, url: str) -> dict:
+        token = node_token(self.token, node) if self.per_node else self.token
         request = urllib.request.Request(url.rstrip("/") + "/v1/report",
-                                         headers={"Authorization": f"Bearer {self.token}"})
+                                         headers={"Authorization": f"Bearer {token}"})
         with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310 (our agents)
             return json.loads(response.read())
 
@@ -94,7 +136,28 @@ def reading_from_report(node: str, report: object, at: float) -> NodeReading:
     readings = tuple(_gpu_reading(gpu) for gpu in gpus)
     if len({gpu.index for gpu in readings}) != len(readings):
         raise MalformedReport("a GPU index is reported twice")
-    return NodeReading(node=node, at=at, gpus=readings)
+    slices = tuple(s for gpu in gpus if gpu.get("mig_mode") for s in _slice_readings(gpu))
+    return NodeReading(node=node, at=at, gpus=readings, slices=slices)
+
+
+def _slice_readings(gpu: dict) -> list[SliceReading]:
+    """A GPU's MIG instances; an entry of the wrong shape is left out, not the node's report."""
+    found = []
+    for mi in gpu.get("mig_instances", []):
+        if not isinstance(mi, dict) or not _is_int(mi.get("gpu_instance_id")):
+            continue
+        used, utilisation = mi.get("memory_used_mib"), mi.get("utilisation_pct")
+        if not all(value is None or _is_number(value) for value in (used, utilisation)):
+            continue
+        pods = tuple(f"{p['namespace']}/{p['pod']}" for p in mi.get("pods") or []
+                     if isinstance(p, dict) and isinstance(p.get("namespace"), str) and isinstance(p.get("pod"), str))
+        found.append(SliceReading(
+            gpu_index=gpu["index"], gpu_instance_id=mi["gpu_instance_id"],
+            profile=mi["profile"] if isinstance(mi.get("profile"), str) else None,
+            placement_start=mi["placement_start"] if _is_int(mi.get("placement_start")) else None,
+            utilisation=None if utilisation is None else utilisation / 100,
+            memory_used_gb=None if used is None else used / MIB_PER_GB, pods=pods))
+    return found
 
 
 def _gpu_reading(gpu: object) -> GpuReading:

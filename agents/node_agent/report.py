@@ -1,7 +1,7 @@
 """The node report: plain dataclasses shared by the NVML collector and the dcgm-exporter reader.
 
 Fields a source cannot know are None (dcgm-exporter has no MIG placement and no topology;
-NVML has no utilisation for a GPU in MIG mode), never a made-up value.
+NVML has no utilisation for a GPU in MIG mode nor for its instances), never a made-up value.
 """
 
 from __future__ import annotations
@@ -21,6 +21,16 @@ class ProcessReport:
 
 
 @dataclass(frozen=True)
+class PodReport:
+    """A pod that holds the GPU or MIG instance, as dcgm-exporter learns it from the kubelet's
+    pod-resources API (labels pod, namespace, container). NVML knows processes, not pods."""
+
+    namespace: str
+    pod: str
+    container: str | None = None
+
+
+@dataclass(frozen=True)
 class MigInstanceReport:
     uuid: str | None
     gpu_instance_id: int
@@ -31,6 +41,10 @@ class MigInstanceReport:
     placement_size: int | None
     memory_total_mib: int | None
     memory_used_mib: int | None
+    # Percent of time the instance's graphics engine was busy (dcgm-exporter's profiling field);
+    # None where the source cannot measure an instance: NVML has no per-instance utilisation.
+    utilisation_pct: float | None = None
+    pods: list[PodReport] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -50,6 +64,7 @@ class GpuReport:
     mig_mode_pending: bool | None
     mig_instances: list[MigInstanceReport] = field(default_factory=list)
     processes: list[ProcessReport] = field(default_factory=list)
+    pods: list[PodReport] = field(default_factory=list)  # on the whole GPU (not in MIG mode)
 
 
 @dataclass(frozen=True)
