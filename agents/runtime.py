@@ -50,11 +50,16 @@ def simulated_backend(path: str | Path | None = None):
 
 
 def telemetry() -> Telemetry:
-    """The simulated cluster reports its own GPUs; a real one has node agents to ask."""
+    """The simulated cluster reports its own GPUs; a real one has node agents or dcgm-exporter."""
     if settings.TESSERA_BACKEND == "simulated":
         return backend()
+    if settings.TESSERA_TELEMETRY_SOURCE == "dcgm-exporter":
+        from agents.dcgm import DcgmHttpTelemetry
+
+        return DcgmHttpTelemetry()
     token_file = settings.TESSERA_AGENT_TOKEN_FILE
-    return AgentHttpTelemetry(Path(token_file).read_text().strip() if token_file else "")
+    return AgentHttpTelemetry(Path(token_file).read_text().strip() if token_file else "",
+                              per_node=settings.TESSERA_AGENT_TOKEN_MODE == "per-node")
 
 
 def failpoint(name: str) -> None:

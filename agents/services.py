@@ -31,6 +31,7 @@ from agents.actions import (
 from agents.backends.base import RECLAIM_TAINT, Backend, JobObservation, JobStatus, NodeInventory
 from agents.inventory import inventory_sync, jobs_release_on_node
 from agents.runtime import failpoint
+from agents.slices import slices_record
 from agents.telemetry import NodeReading, Telemetry
 from scheduling.clock import database_now
 from scheduling.cycle import decide_and_apply
@@ -83,6 +84,7 @@ def node_heartbeat(*, node: Node, reading: NodeReading | None, at: datetime) -> 
     Node.objects.filter(pk=node.pk, state__in=[Node.State.JOINING, Node.State.LOST]).update(state=Node.State.READY)
     if reading is None:
         return
+    Node.objects.filter(pk=node.pk).update(telemetry_at=at)
     gpus = {gpu.index: gpu for gpu in Gpu.objects.filter(node=node)}
     gpus_health(node=node, reported={g.index for g in reading.gpus})
     samples = []
@@ -97,6 +99,7 @@ def node_heartbeat(*, node: Node, reading: NodeReading | None, at: datetime) -> 
         if gpu_reading.mig_enabled is not None and gpu_reading.mig_enabled != gpu.mig_enabled and gpu.mig_capable:
             Gpu.objects.filter(pk=gpu.pk).update(mig_enabled=gpu_reading.mig_enabled, layout_changed_at=at)
     GpuSample.objects.bulk_create(samples, ignore_conflicts=True)  # a repeated poll at one time adds nothing
+    slices_record(node=node, slices=reading.slices, at=at)
 
 
 def gpus_health(*, node: Node, reported: set[int]) -> None:

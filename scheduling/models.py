@@ -99,6 +99,9 @@ class Node(models.Model):
     cluster_refusal = models.CharField(max_length=400, blank=True, help_text=(
         "Why Tessera places nothing new here although the cluster might (a MIG setup it cannot drive); "
         "empty: nothing."))
+    telemetry_at = models.DateTimeField(null=True, blank=True, help_text=(
+        "When its GPU readings last arrived (node agent or dcgm-exporter scrape); a heartbeat from the "
+        "cluster alone does not move it."))
 
     class Meta:
         ordering = ["name"]
@@ -164,6 +167,12 @@ class MigInstance(models.Model):
         max_digits=7, decimal_places=6, validators=[MinValueValidator(Decimal("0.000001")),
                                                     MaxValueValidator(Decimal("1"))],
         help_text="GPU units it counts for: compute slices / the GPU's compute slices (7; 4 on an A30).")
+    # The last reading of this slice. utilization None with measured_at set: the source reported the
+    # slice but cannot measure its activity (NVML on a MIG GPU): "not measured", never 0.
+    utilization = models.FloatField(null=True, blank=True, help_text="Last measured activity, 0–1 (dcgm-exporter's "
+                                    "DCGM_FI_PROF_GR_ENGINE_ACTIVE); empty: not measured.")
+    memory_used_gb = models.FloatField(null=True, blank=True)
+    measured_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["gpu", "start_slot"]
@@ -413,6 +422,25 @@ class GpuSample(models.Model):
 
     def __str__(self) -> str:
         return f"{self.gpu_id} @ {self.at:%Y-%m-%d %H:%M}: {self.utilization:.0%}"
+
+
+class MigSample(models.Model):
+    """One reading of one MIG instance, for a MIG job's charts. utilization is null where the
+    source cannot measure a slice (NVML in MIG mode): not measured, which is not idle."""
+
+    mig_instance = models.ForeignKey(MigInstance, on_delete=models.CASCADE, related_name="samples")
+    at = models.DateTimeField()
+    utilization = models.FloatField(null=True, blank=True)
+    memory_used_gb = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-at"]
+        verbose_name = "MIG instance sample"
+        indexes = [models.Index(fields=["mig_instance", "at"])]
+        constraints = [models.UniqueConstraint(fields=["mig_instance", "at"], name="mig_sample_unique_time")]
+
+    def __str__(self) -> str:
+        return f"{self.mig_instance_id} @ {self.at:%Y-%m-%d %H:%M}"
 
 
 class ActionRequest(models.Model):

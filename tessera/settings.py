@@ -209,6 +209,12 @@ TESSERA_IDLE_COST_POLICY = env_choice("TESSERA_IDLE_COST_POLICY", "showback",
 TESSERA_CLOCK_SPEED = 1.0
 TESSERA_SIMULATED_STATE = env_str("TESSERA_SIMULATED_STATE", str(VAR_DIR / "simulated-cluster.json"))
 TESSERA_AGENT_TOKEN_FILE = env_str("TESSERA_AGENT_TOKEN_FILE", "")
+# per-node: the file holds the secret each node agent's own token derives from (HMAC of the node's
+# name, agents/node_agent/credentials.py); shared: the file is the one token every agent accepts.
+TESSERA_AGENT_TOKEN_MODE = env_choice("TESSERA_AGENT_TOKEN_MODE", "shared", ("shared", "per-node"))
+# Where GPU readings come from on a real cluster: Tessera's node agents, or dcgm-exporter (GPU
+# Operator), which measures MIG instances (its agent_url: the exporter's /metrics on that node).
+TESSERA_TELEMETRY_SOURCE = env_choice("TESSERA_TELEMETRY_SOURCE", "agent", ("agent", "dcgm-exporter"))
 # The kubernetes backend: a kubeconfig file (workers outside the cluster), else the pod's ServiceAccount.
 TESSERA_KUBECONFIG = env_str("TESSERA_KUBECONFIG", "")
 # The kubernetes backend: the teams' namespaces it may create pods in; empty: any but the cluster's own.

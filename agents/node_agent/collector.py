@@ -63,6 +63,10 @@ def _gpu(nvml: NvmlSource, index: int, device: dict) -> GpuReport:
     util = device.get("utilization") or {}
     mig_mode = device.get("mig_mode") or {}
     in_mig = bool(mig_mode.get("current"))
+    # NVML documents nvmlDeviceGetUtilizationRates as not supported in MIG mode; a driver that
+    # answers anyway answers 0, which would read as an idle GPU. Not measured is None.
+    if in_mig:
+        util = {}
     return GpuReport(
         index=index,
         uuid=device["uuid"],

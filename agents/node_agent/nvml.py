@@ -121,6 +121,9 @@ class NvmlAdapter:
             profile = self._optional(
                 n.nvmlDeviceGetGpuInstanceProfileInfoById, parent, info.profileId
             )
+        # Per-instance memory comes from the MIG device handle; NVML has no per-instance
+        # utilisation (nvmlDeviceGetUtilizationRates answers NOT_SUPPORTED on MIG handles), so none
+        # is asked for: the report says "not measured" for it.
         memory = self._optional(n.nvmlDeviceGetMemoryInfo, mig)
         return {
             "uuid": _text(n.nvmlDeviceGetUUID(mig)),
