@@ -5,6 +5,7 @@ see which team holds a GPU, and only those who may see a team's jobs see the job
 """
 
 from portal import access
+from ui.templatetags.tessera import slice_reading
 
 MEMORY_SLOTS = 8
 
@@ -29,12 +30,18 @@ def _mig_segments(user, gpu) -> list[dict]:
     segments = []
     for instance in gpu.mig_instances.all():
         placement = held.get(instance.pk)
+        measured = instance.measured_at is not None and instance.utilization is not None
+        reading = slice_reading(instance.utilization, instance.memory_used_gb, instance.memory_gb,
+                                instance.measured_at is not None)
         segments.append({
             "profile": instance.profile, "short": instance.profile.split(".")[0],
             "start": instance.start_slot + 1, "size": instance.size_slots,
-            "busy": placement is not None,
+            "busy": placement is not None, "measured": measured,
+            # A slice not measured keeps the page's background: no colour that reads as idle.
+            "colour": _colour(instance.utilization) if measured else "",
+            "reading": reading,
             "label": f"{instance.profile} @ slot {instance.start_slot}: "
-                     + (_holder(user, placement) if placement else "free")})
+                     + (_holder(user, placement) if placement else "free") + f" · {reading}"})
     return segments
 
 
@@ -42,10 +49,14 @@ def _cell(user, gpu) -> dict:
     placements = gpu.open_placements
     whole = [p for p in placements if not p.mig_instance_id]
     holders = ", ".join(_holder(user, p) for p in whole)
-    label = f"gpu{gpu.index} · {gpu.model} · {gpu.utilization:.0%} used · {gpu.memory_used_gb:g}/{gpu.memory_gb:g} GiB"
+    # A MIG GPU has no whole-GPU utilisation (NVML and DCGM measure none in MIG mode): its slices say.
+    used = ("per MIG slice" if gpu.mig_enabled
+            else f"{gpu.utilization:.0%} used · {gpu.memory_used_gb:g}/{gpu.memory_gb:g} GiB")
+    label = f"gpu{gpu.index} · {gpu.model} · {used}"
     return {
         "index": gpu.index, "model": gpu.model, "utilisation": round(100 * gpu.utilization),
-        "colour": _colour(gpu.utilization), "busy": bool(placements), "mig": gpu.mig_enabled,
+        "colour": _colour(0.0 if gpu.mig_enabled else gpu.utilization), "busy": bool(placements),
+        "mig": gpu.mig_enabled,
         "segments": _mig_segments(user, gpu) if gpu.mig_enabled else [],
         "label": label + (f" · {holders}" if holders else " · free" if not gpu.mig_enabled else ""),
     }

@@ -9,7 +9,8 @@ times real speed (a day of work passes in 24 minutes):
 - long training jobs on most whole GPUs (days of work: hours of demo), so the queue does not drain;
 - from the start, waiting jobs with different reasons: teams at their burst limit, and jobs whose
   GPU model is busy;
-- 24 hours of measured utilisation behind the charts.
+- 24 hours of measured utilisation behind the charts, per GPU and per MIG slice (as dcgm-exporter
+  measures slices; the simulated backend then reports each running slice the same way).
 """
 
 import math
@@ -21,7 +22,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from portal.models import Team
-from scheduling.models import Gpu, GpuSample, Job, MigInstance, PriorityClass
+from scheduling.models import Gpu, GpuSample, Job, MigInstance, MigSample, Placement, PriorityClass
 from ui.demo import _place_mig, _place_whole
 
 DAY = 24 * 3600
@@ -93,6 +94,7 @@ def demo_workload_load() -> None:
             gpu_models=models, gpu_memory_gb=70, cpu_cores=12 * gpus, memory_gb=128 * gpus,
             checkpoint_interval_s=1800, expected_runtime_s=hours * 3600, queue_order=order)
     _measured_day(now)
+    _measured_slices(now)
 
 
 def _user_id(username: str) -> int:
@@ -120,3 +122,25 @@ def _measured_day(now) -> None:
         Gpu.objects.filter(pk=gpu.pk).update(utilization=samples[-1].utilization,
                                              memory_used_gb=samples[-1].memory_used_gb)
     GpuSample.objects.bulk_create(samples, ignore_conflicts=True)
+
+
+def _measured_slices(now) -> None:
+    """What dcgm-exporter would have measured over the last day on each MIG slice a service holds:
+    its own activity (the day's traffic, offset per slot) and memory."""
+    since = now - timedelta(hours=24)
+    samples = []
+    for placement in Placement.objects.filter(ended_at__isnull=True, mig_instance__isnull=False) \
+            .select_related("mig_instance"):
+        instance = placement.mig_instance
+        at = max(since, placement.started_at)
+        while at <= now:
+            hour = (at - since).total_seconds() / 3600
+            busy = 0.30 + 0.45 * math.sin(math.pi * (hour + instance.start_slot) / 12) ** 2
+            samples.append(MigSample(mig_instance=instance, at=at, utilization=round(busy, 3),
+                                     memory_used_gb=round(instance.memory_gb * 0.7, 1)))
+            at += SAMPLE_EVERY
+        if samples and samples[-1].mig_instance is instance:
+            MigInstance.objects.filter(pk=instance.pk).update(
+                utilization=samples[-1].utilization, memory_used_gb=samples[-1].memory_used_gb,
+                measured_at=samples[-1].at)
+    MigSample.objects.bulk_create(samples, ignore_conflicts=True)

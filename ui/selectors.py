@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from portal import access
 from portal.models import Team
-from scheduling.models import PLACEMENT_UNITS, Gpu, GpuSample, Job, JobEvent, Node, Placement
+from scheduling.models import PLACEMENT_UNITS, Gpu, GpuSample, Job, JobEvent, MigSample, Node, Placement
 
 QUEUED_STATUSES = Job.WAITING_STATUSES
 RUNNING_STATUSES = Job.HOLDING_STATUSES
@@ -138,10 +138,12 @@ SERIES_PLACEMENTS = 64
 
 
 def job_gpu_series(placements) -> list[dict]:
-    """Measured utilisation (%) and memory (GiB) of each GPU the job held, while it held it.
+    """Measured utilisation (%) and memory (GiB) of each GPU or MIG slice the job held, while it held it.
 
-    Readings are per whole GPU (the node agent's), so a MIG slice or a shared GPU shows its
-    neighbours' work too. A run of up to 6 hours is shown per minute, a longer one per hour.
+    A whole GPU reads the node agent's (or dcgm-exporter's) GPU samples, so a shared GPU shows its
+    neighbours' work too; a MIG slice reads its own instance's samples. A slice whose utilisation
+    is not measured (NVML cannot measure MIG instances) has null points and `unmeasured` set, never
+    zeros. A run of up to 6 hours is shown per minute, a longer one per hour.
     """
     now = timezone.now()
     held = placements[-SERIES_PLACEMENTS:]
@@ -149,6 +151,14 @@ def job_gpu_series(placements) -> list[dict]:
         return []
     span = max((p.ended_at or now) for p in held) - min(p.started_at for p in held)
     bucket = TruncMinute("at") if span <= timedelta(hours=6) else TruncHour("at")
+    slices = [p for p in held if p.mig_instance_id]
+    whole = [p for p in held if not p.mig_instance_id]
+    return _gpu_lines(whole, bucket, now) + _slice_lines(slices, bucket, now)
+
+
+def _gpu_lines(held, bucket, now) -> list[dict]:
+    if not held:
+        return []
     window = Q()
     for p in held:
         window |= Q(gpu_id=p.gpu_id, at__gte=p.started_at, at__lte=p.ended_at or now)
@@ -159,10 +169,33 @@ def job_gpu_series(placements) -> list[dict]:
     for row in rows:
         gpu = gpus[row["gpu_id"]]
         line = series.setdefault(gpu.pk, {"name": f"{gpu.node.name}/gpu{gpu.index}", "memory_gb": gpu.memory_gb,
-                                          "x": [], "util": [], "memory": []})
+                                          "x": [], "util": [], "memory": [], "unmeasured": False})
         line["x"].append(row["bucket"].isoformat())
         line["util"].append(round(100 * row["util"], 1))
         line["memory"].append(round(row["memory"], 2))
+    return list(series.values())
+
+
+def _slice_lines(held, bucket, now) -> list[dict]:
+    if not held:
+        return []
+    window = Q()
+    for p in held:
+        window |= Q(mig_instance_id=p.mig_instance_id, at__gte=p.started_at, at__lte=p.ended_at or now)
+    rows = (MigSample.objects.filter(window).annotate(bucket=bucket).values("mig_instance_id", "bucket")
+            .annotate(util=Avg("utilization"), memory=Avg("memory_used_gb")).order_by("mig_instance_id", "bucket"))
+    instances = {p.mig_instance_id: p for p in held}
+    series: dict[int, dict] = {}
+    for row in rows:
+        p = instances[row["mig_instance_id"]]
+        line = series.setdefault(p.mig_instance_id, {
+            "name": f"{p.gpu.node.name}/gpu{p.gpu.index} {p.mig_instance.profile}@{p.mig_instance.start_slot}",
+            "memory_gb": p.mig_instance.memory_gb, "x": [], "util": [], "memory": []})
+        line["x"].append(row["bucket"].isoformat())
+        line["util"].append(None if row["util"] is None else round(100 * row["util"], 1))
+        line["memory"].append(None if row["memory"] is None else round(row["memory"], 2))
+    for line in series.values():
+        line["unmeasured"] = all(point is None for point in line["util"])
     return list(series.values())
 
 

@@ -43,7 +43,7 @@ from agents.backends.base import (
     RepartitionState,
     TransientBackendError,
 )
-from agents.telemetry import GpuReading, MalformedReport, NodeReading, reading_from_report
+from agents.telemetry import GpuReading, MalformedReport, NodeReading, SliceReading, reading_from_report
 
 _THREAD_LOCK = threading.Lock()  # flock is per process; threads of one process need their own
 
@@ -415,16 +415,31 @@ def _faulty_report(kind: str, node: dict) -> object:
 
 
 def _reading(state: dict, name: str, node: dict) -> NodeReading:
-    """Busy GPUs read 70-95% (steady per pod, so charts look alive), idle ones 0%."""
-    busy = {}
+    """Busy GPUs read 70-95% (steady per pod, so charts look alive), idle ones 0%. A MIG pod's slice
+    reads 40-85% and most of its memory, named by its pod as dcgm-exporter names it (the simulated
+    device plugin does not say which GPU's slice a pod got, so gpu_index is None)."""
+    busy, slices = {}, []
     for pod in state["pods"].values():
-        if pod["node"] == name and pod["phase"] == "Running":
-            for index in pod["gpus"]:
-                busy[index] = 0.70 + zlib.crc32(pod["name"].encode()) % 26 / 100
+        if pod["node"] != name or pod["phase"] != "Running":
+            continue
+        steady = zlib.crc32(pod["name"].encode()) % 26 / 100
+        for index in pod["gpus"]:
+            busy[index] = 0.70 + steady
+        if pod.get("mig_profile"):
+            slices.append(SliceReading(
+                gpu_index=None, gpu_instance_id=None, profile=pod["mig_profile"], placement_start=None,
+                utilisation=0.40 + 1.75 * steady, memory_used_gb=round(_profile_gb(pod["mig_profile"]) * 0.7, 2),
+                pods=(f"{pod['namespace']}/{pod['name']}",)))
     layouts = node["mig"].get("layouts", {})
     gpus = tuple(GpuReading(
         index=i, utilisation=busy.get(i, 0.0),
         memory_used_gb=round(node["gpu_memory_mib"] / 1024 * (0.8 if i in busy else 0.0), 2),
         mig_instances=tuple(tuple(slot) for slot in layouts[str(i)]) if str(i) in layouts else None)
         for i in range(node["gpu_count"]))
-    return NodeReading(node=name, at=state["now"], gpus=gpus)
+    return NodeReading(node=name, at=state["now"], gpus=gpus, slices=tuple(slices))
+
+
+def _profile_gb(profile: str) -> float:
+    """40 for '3g.40gb'; 0 for a name of another shape."""
+    memory = profile.split(".", 1)[-1].removesuffix("gb").split("+", 1)[0]
+    return float(memory) if memory.replace(".", "", 1).isdigit() else 0.0

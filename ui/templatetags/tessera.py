@@ -51,6 +51,30 @@ def when(moment) -> str:
     return dateformat.format(timezone.localtime(moment), WHEN_FORMAT)
 
 
+NOT_MEASURED = "not measured"
+
+
+def slice_reading(utilisation, memory_used_gb, memory_gb, measured: bool) -> str:
+    """'81% · 29.7/40 GiB'; a utilisation the source could not measure says so, never 0%."""
+    if not measured:
+        return "no reading yet"
+    busy = NOT_MEASURED if utilisation is None else f"{utilisation:.0%}"
+    memory = "memory not measured" if memory_used_gb is None else f"{memory_used_gb:.1f}/{memory_gb:g} GiB"
+    return f"{busy} · {memory}"
+
+
+@register.filter
+def held_now(placement) -> str:
+    """What the job's slice or GPU measures now: its MIG instance's own reading, or the GPU's."""
+    if placement.ended_at:
+        return "—"
+    if placement.mig_instance_id:
+        mi = placement.mig_instance
+        return slice_reading(mi.utilization, mi.memory_used_gb, mi.memory_gb, mi.measured_at is not None)
+    gpu = placement.gpu
+    return slice_reading(gpu.utilization, gpu.memory_used_gb, gpu.memory_gb, gpu.node.telemetry_at is not None)
+
+
 @register.filter
 def placement_summary(job) -> str:
     """'h100-01 gpu0–7 · NVSwitch · leaf-1' from the job's prefetched open placements."""
