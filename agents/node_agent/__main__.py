@@ -1,4 +1,5 @@
-"""`python -m agents.node_agent --listen 0.0.0.0:9400 --token-file PATH` (or --once, --record)."""
+"""`python -m agents.node_agent --listen 0.0.0.0:9460 --token-file PATH [--token-mode per-node]`
+(or --once, --record)."""
 
 from __future__ import annotations
 
@@ -10,16 +11,24 @@ import socket
 import sys
 
 from agents.node_agent.collector import collect
+from agents.node_agent.credentials import node_token
 from agents.node_agent.nvml import NvmlAdapter, NvmlUnavailable, record
 from agents.node_agent.server import make_server, parse_listen
 
 EXIT_NO_NVML = 2
+# Not 9400: that is dcgm-exporter's port, and the GPU Operator runs it on the same nodes.
+DEFAULT_LISTEN = "0.0.0.0:9460"
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m agents.node_agent", description=__doc__)
-    parser.add_argument("--listen", default="0.0.0.0:9400", help="HOST:PORT to serve on")
-    parser.add_argument("--token-file", help="file holding the bearer token callers must send")
+    parser.add_argument("--listen", default=os.environ.get("TESSERA_AGENT_LISTEN") or DEFAULT_LISTEN,
+                        help=f"HOST:PORT to serve on (default: $TESSERA_AGENT_LISTEN, else {DEFAULT_LISTEN})")
+    parser.add_argument("--token-file", help="file holding the bearer token callers must send (per-node: "
+                                             "the cluster secret this node's token derives from)")
+    parser.add_argument("--token-mode", choices=("shared", "per-node"),
+                        default=os.environ.get("TESSERA_AGENT_TOKEN_MODE") or "shared",
+                        help="shared: the file is the token; per-node: accept only HMAC(secret, node name)")
     parser.add_argument(
         "--node-name",
         default=os.environ.get("NODE_NAME") or socket.gethostname(),
@@ -44,10 +53,18 @@ def _read_token(path: str) -> str:
     return token
 
 
+def agent_token(args: argparse.Namespace) -> str:
+    """The token callers must send: the file's, or in per-node mode this node's token derived from it."""
+    if args.once or args.record:
+        return ""
+    token = _read_token(args.token_file)
+    return node_token(token, args.node_name) if args.token_mode == "per-node" else token
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    token = _read_token(args.token_file) if not (args.once or args.record) else ""
+    token = agent_token(args)
     try:
         nvml = NvmlAdapter()
     except NvmlUnavailable as exc:
