@@ -185,16 +185,23 @@ def actions() -> Iterator[Metric]:
 def nodes() -> Iterator[Metric]:
     age = GaugeMetricFamily("tessera_agent_poll_age_seconds", "Seconds since the node's agent last answered a "
                             "poll (a node is lost after TESSERA_LOST_AFTER_MISSED missed polls).", labels=["node"])
+    # A heartbeat can come from the cluster alone (a Ready node without an agent URL); this one moves
+    # only when GPU readings arrive, from the node agent or a dcgm-exporter scrape.
+    scrape = GaugeMetricFamily("tessera_telemetry_scrape_age_seconds", "Seconds since the node's GPU readings "
+                               "last arrived (node agent or dcgm-exporter scrape).", labels=["node"])
     states = GaugeMetricFamily("tessera_nodes", "GPU nodes by state.", labels=["state"])
     now = timezone.now()
     by_state = dict.fromkeys(Node.State.values, 0)
-    for name, state, heartbeat in Node.objects.values_list("name", "state", "last_heartbeat"):
+    for name, state, heartbeat, read_at in Node.objects.values_list("name", "state", "last_heartbeat", "telemetry_at"):
         by_state[state] += 1
         if heartbeat is not None:
             age.add_metric([name], round((now - heartbeat).total_seconds(), 3))
+        if read_at is not None:
+            scrape.add_metric([name], round((now - read_at).total_seconds(), 3))
     for state, number in by_state.items():
         states.add_metric([state], number)
     yield age
+    yield scrape
     yield states
 
 

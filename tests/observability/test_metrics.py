@@ -67,6 +67,15 @@ def test_agent_poll_age_and_node_states(cluster, client):
     assert value(samples, "tessera_nodes", state="lost") == 1 and value(samples, "tessera_nodes", state="ready") == 1
 
 
+def test_scrape_age_per_node_moves_with_readings_only(cluster, client):
+    """A heartbeat from the cluster alone leaves the readings' age alone; a node never read has none."""
+    Node.objects.filter(name="r-01").update(last_heartbeat=timezone.now(),
+                                            telemetry_at=timezone.now() - timedelta(seconds=90))
+    samples = scrape(client)
+    assert 90 <= value(samples, "tessera_telemetry_scrape_age_seconds", node="r-01") < 120
+    assert ("tessera_telemetry_scrape_age_seconds", (("node", "s-01"),)) not in samples
+
+
 def test_cycle_events_add_up_into_a_histogram_and_counters(client):
     before = scrape(client)
     for duration in (0.004, 0.2, 42.0):
