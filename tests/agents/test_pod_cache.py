@@ -131,3 +131,17 @@ def test_reconcile_requeues_a_pod_the_cluster_removed_through_the_watch(db, watc
     assert full_lists(kube) == before
     job.refresh_from_db()
     assert job.status == "preempted"
+
+
+def test_the_watch_goes_cold_while_the_api_server_is_away_and_resumes_after(watched, kube):
+    kube.add_namespace("team-vision")
+    watched.bind(_bind())
+    watched.poll_observations()
+    wait_until(lambda: watched.pods.observations() is not None, what="cache warm")
+    kube.down()  # restarting: connections refused
+    wait_until(lambda: watched.pods.observations() is None, timeout=8, what="cache cold")
+    kube.up()
+    kube.set_pod_phase("team-vision", "job-42-0", "Running")  # changed while the watch was away
+    wait_until(lambda: [o.status for o in watched.pods.observations() or []] == [JobStatus.RUNNING], timeout=20,
+               what="watch resumed")
+    assert watched.pods.lists == 1  # resumed from its resourceVersion, no new list
