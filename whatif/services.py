@@ -20,6 +20,7 @@ from whatif.models import STALE_AFTER, WhatIfRun
 
 log = logging.getLogger(__name__)
 PROGRESS_EVERY_S = 1.0  # a progress write at most this often: the bar moves, the database rests
+REQUEST_LOCK_KEY = 7_302_016  # pg advisory lock id: "one what-if request at a time" (issue 16)
 TIME_LIMIT_S = 30 * 60  # a worker slot is the cluster's first: a replay longer than this is stopped
 
 
@@ -35,16 +36,26 @@ def whatif_in_progress() -> WhatIfRun | None:
 
 def whatif_request(*, user, hours: float, ahead_hours: float, baseline_policy: str, policy: str, team: str,
                    guarantee_delta: float, add_model: str, add_count: int, add_tier: str) -> WhatIfRun:
-    running = whatif_in_progress()
-    if running is not None:
-        raise Busy(f"What-if #{running.pk} is still running; start another when it is done.")
-    run = WhatIfRun.objects.create(
-        created_by=user, hours=hours, ahead_hours=ahead_hours, baseline_policy=baseline_policy,
-        policy="" if policy == baseline_policy else policy, team=team if guarantee_delta else "",
-        guarantee_delta=guarantee_delta if team else 0, add_model=add_model if add_count else "",
-        add_count=add_count if add_model else 0, add_tier=add_tier)
-    transaction.on_commit(lambda: dispatch(run.pk))
+    with transaction.atomic():
+        _one_request_at_a_time()
+        running = whatif_in_progress()
+        if running is not None:
+            raise Busy(f"What-if #{running.pk} is still running; start another when it is done.")
+        run = WhatIfRun.objects.create(
+            created_by=user, hours=hours, ahead_hours=ahead_hours, baseline_policy=baseline_policy,
+            policy="" if policy == baseline_policy else policy, team=team if guarantee_delta else "",
+            guarantee_delta=guarantee_delta if team else 0, add_model=add_model if add_count else "",
+            add_count=add_count if add_model else 0, add_tier=add_tier)
+        transaction.on_commit(lambda: dispatch(run.pk))
     return run
+
+
+def _one_request_at_a_time() -> None:
+    """Two clicks at once must not both find nothing running. PostgreSQL: an advisory lock until the
+    commit. SQLite (the demo) begins every transaction IMMEDIATE, so writers take turns already."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [REQUEST_LOCK_KEY])
 
 
 def dispatch(run_id: int) -> None:

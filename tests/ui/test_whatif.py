@@ -2,12 +2,15 @@
 refusals, a run from the form to its stored result, and who may use it. The journey in Chromium is
 tests/ui/test_browser_whatif.py; the comparison itself tests/simulator_run/test_whatif.py."""
 
+import threading
+import time
 from datetime import date, timedelta
 from decimal import Decimal
 
 import pytest
 from celery.exceptions import SoftTimeLimitExceeded
 from django.core.management import call_command
+from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
@@ -196,3 +199,38 @@ def test_only_platform_engineers_may_use_it(clients, jobs, users, role):
 def test_the_staff_bar_links_to_it(clients, jobs):
     assert f'href="{reverse("whatif:new")}"' in clients["staff"].get(reverse("ui:cluster")).content.decode()
     assert Gpu.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_clicks_at_once_start_one_what_if(users, monkeypatch):
+    """The second request waits for the first's commit, then finds it running (without the lock both
+    found nothing running during the pause and two runs started)."""
+    check = services.whatif_in_progress
+
+    def slow_check():
+        found = check()
+        time.sleep(0.5)
+        return found
+
+    monkeypatch.setattr(services, "whatif_in_progress", slow_check)
+    monkeypatch.setattr(services, "dispatch", lambda run_id: None)
+    outcomes, start = [], threading.Barrier(2)
+
+    def click():
+        start.wait()
+        try:
+            services.whatif_request(user=users["staff"], hours=24, ahead_hours=0, baseline_policy="tessera",
+                                    policy="kueue", team="", guarantee_delta=0, add_model="", add_count=0,
+                                    add_tier="reserved")
+            outcomes.append("started")
+        except services.Busy:
+            outcomes.append("busy")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=click) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["busy", "started"] and WhatIfRun.objects.count() == 1
