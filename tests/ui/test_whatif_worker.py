@@ -1,0 +1,59 @@
+"""A what-if the production way: the form's request commits, the task travels through Redis to a real
+Celery worker on the test database, and the page's progress endpoint follows it to 100%."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from django.conf import settings
+from django.urls import reverse
+
+from agents.tasks import ping
+from tessera.celery import app
+from tests.ui.test_whatif import VALID
+from whatif.models import WhatIfRun
+
+pytestmark = pytest.mark.django_db(transaction=True)
+PATIENCE_S = 180  # a bound on hanging on a loaded machine, not a performance claim
+
+
+@pytest.fixture
+def worker():
+    app.control.purge()  # tasks earlier tests of this process enqueued with nobody to run them
+    database = settings.DATABASES["default"]
+    url = f"postgres://{database['USER']}@{database['HOST']}:{database['PORT'] or 5432}/{database['NAME']}"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "tessera", "worker", "--pool", "solo", "--loglevel", "WARNING",
+         "--without-gossip", "--without-mingle", "--without-heartbeat"],
+        cwd=settings.BASE_DIR, env=dict(os.environ, CELERY_TASK_ALWAYS_EAGER="0", DATABASE_URL=url),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert ping.delay("up").get(timeout=PATIENCE_S) == "pong:up"
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def test_a_real_worker_runs_the_what_if_and_the_page_follows_it(clients, jobs, worker):
+    response = clients["staff"].post(reverse("whatif:new"), {
+        **VALID, "add_model": "H100-80GB", "add_count": "1", "ahead_hours": "12"})
+    assert response.status_code == 302
+    run = WhatIfRun.objects.get()
+    seen, deadline = [], time.monotonic() + PATIENCE_S
+    while time.monotonic() < deadline:
+        progress = clients["staff"].get(reverse("whatif:progress", args=[run.pk])).json()
+        seen.append(progress["percent"])
+        if progress["state"] in ("done", "failed"):
+            break
+        time.sleep(0.1)
+    run.refresh_from_db()
+    assert (run.state, run.error, seen[-1]) == ("done", "", 100)
+    assert seen == sorted(seen)
+    assert run.result["changed"]["gpus"] == run.result["baseline"]["gpus"] + 8
+    assert run.started_at and run.finished_at and run.jobs_csv.startswith("job_id,")
