@@ -4,7 +4,7 @@ Searching one node at a time can never make room for a gang of 16 GPUs on 8-GPU 
 gang that needs k nodes ranks every node by the cheapest victims that free one node's share of
 the gang (a node that already has room costs nothing) and takes the k cheapest together. The
 eligible pool is the caller's, so the rules stay the same: never a within-quota job of another
-team for a burst; victims borrowed first, lowest class, least work lost since checkpoint.
+team for a burst; victims borrowed first, then in the policy's victim order (evict.py's keys).
 """
 
 from __future__ import annotations
