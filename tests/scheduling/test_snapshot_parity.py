@@ -4,10 +4,11 @@ measures is what the live cycle would decide.
 
 The simulator runs a small scenario to a settled moment: a GPU repartitioned by hand, a MIG
 service, a training job resumed from saved work, one preempted and waiting with its checkpoint,
-a notebook that took its GPUs, and a gang that never fits. `mirror` writes the rows the live
-system keeps for that state (what its services and agents record), the adapter builds the live
-snapshot from them, and every field of every engine object must match once job names are mapped
-to row ids.
+a notebook that took its GPUs, and a gang over two nodes of another leaf. `mirror` writes the
+rows the live system keeps for that state (what its services and agents record), the adapter
+builds the live snapshot from them, and every field of every engine object must match once job
+names are mapped to row ids. Only tessera's mode is covered: the simulator's time-slice shares
+(`gpu_milli`) and nominations belong to baselines the live cycle does not run.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ NO_STALL = Knobs(restart_min_s=0.0, restart_max_s=0.0)  # the live system learns
 
 
 def scenario(tmp_path) -> Simulation:
-    doc = cluster_doc([group(prefix="h100-", mig_enabled_gpus=1)],
+    doc = cluster_doc([group(prefix="h100-", mig_enabled_gpus=1), group(prefix="pair-", count=2, leaf="leaf-2")],
                       prices_per_gpu_hour={"H100-80GB": {"reserved": PRICE, "on-demand": 6.9, "spot": 2.8}})
     spec, jobs = load(tmp_path, doc, [
         job("serve", submit=BASE, duration=100_000, gpus=0, mem=30, kind="inference", priority="production"),
@@ -206,10 +207,12 @@ def test_the_scenario_holds_what_the_comparison_needs(both):
     simulated, _live, ids = both
     running = {r.job.id: r for r in simulated.running}
     pending = {j.id: j for j in simulated.pending}
-    assert set(running) == {ids["serve"], ids["train"], ids["notebook"]}
-    assert set(pending) == {ids["resume"], ids["gang"]}
+    assert set(running) == {ids["serve"], ids["train"], ids["notebook"], ids["gang"]}
+    assert set(pending) == {ids["resume"]}
+    gang = [r for r in simulated.running if r.job.id == ids["gang"]]
+    assert sorted(r.node for r in gang) == ["pair-01", "pair-02"] and sorted(r.member for r in gang) == [0, 1]
     assert running[ids["serve"]].allocations[0].mig_profile is not None
-    gpus = {g.index: g for g in simulated.nodes[0].gpus}
+    gpus = {g.index: g for g in next(n for n in simulated.nodes if n.name == "h100-01").gpus}
     assert gpus[7].layout_changed_at == BASE + 500 and gpus[7].mig_enabled
     # Resumed and preempted jobs: less runtime left than they asked for, a checkpoint in this run.
     assert running[ids["train"]].job.expected_runtime_s < 20_000
