@@ -5,6 +5,8 @@ import uuid
 
 import pytest
 
+from tests.browser import open_page, page  # noqa: F401 (the Chromium fixtures, for every browser test)
+
 SERVICE_HELP = (
     "The test suite needs PostgreSQL on 127.0.0.1:5432 and Redis on 127.0.0.1:6379.\n"
     "Start them with:\n"

@@ -13,7 +13,7 @@ from billing.models import Adjustment, Budget, ClosedMonth, Rate
 from billing.periods import Month
 from billing.services import rate_save
 from portal.models import Team
-from tests.ui.test_browser import _shoot, page  # noqa: F401 (the fixture)
+from tests.browser import shoot, sign_in
 from ui.demo import demo_load
 
 # serialized_rollback: the flush after this test must leave the database as test_ledger.py's serialized
@@ -21,15 +21,7 @@ from ui.demo import demo_load
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 
 
-def sign_in(page, username):  # noqa: F811
-    page.goto("/accounts/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", f"{username}-demo-pass")
-    page.click("button[type=submit]")
-    page.wait_for_url("**/")
-
-
-def test_finance_closes_corrects_and_exports_and_a_lead_sees_only_their_team(page):  # noqa: F811
+def test_finance_closes_corrects_and_exports_and_a_lead_sees_only_their_team(page):
     demo_load()
     last = Month.of(datetime.now(UTC)).previous()
     sign_in(page, "fiona")
@@ -37,7 +29,7 @@ def test_finance_closes_corrects_and_exports_and_a_lead_sees_only_their_team(pag
     page.goto(f"/billing/?month={last}")
     assert "Idle-cost policy: showback." in page.locator("#idle-policy").inner_text()
     assert "Reserved capacity (amortised)" in page.locator("#reserved").inner_text()
-    _shoot(page, "chargeback.png")
+    shoot(page, "chargeback.png")
 
     page.click("text=Closing months")
     page.click(f"button:has-text('Close {last}')")
@@ -56,7 +48,7 @@ def test_finance_closes_corrects_and_exports_and_a_lead_sees_only_their_team(pag
     row.locator("button:has-text('Book corrections')").click()
     page.wait_for_selector("text=adjustment lines")
     assert Adjustment.objects.filter(corrects=last.first_day).exists()
-    _shoot(page, "closing-months.png")
+    shoot(page, "closing-months.png")
 
     page.goto(f"/billing/?month={last.next()}")
     assert "H100 reserved rate corrected after the vendor invoice" in page.content()
@@ -69,6 +61,6 @@ def test_finance_closes_corrects_and_exports_and_a_lead_sees_only_their_team(pag
     page.click("text=Team spend")
     page.wait_for_selector("#budget")
     assert "of $5,000.00" in page.locator("#budget").inner_text()
-    _shoot(page, "team-spend.png")
+    shoot(page, "team-spend.png")
     assert page.goto("/billing/teams/vision/").status == 403
     assert page.goto("/billing/").status == 403

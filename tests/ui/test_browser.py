@@ -5,41 +5,18 @@ server; saves screenshots of the dashboard and the cluster page for CI (artifact
 README's pictures come from a running `make demo` instead (tools/demo_screenshots.py).
 """
 
-import os
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
-from django.db import connections
 from django.utils import timezone
 
 from portal.models import Team
 from scheduling.cycle import decide_and_apply
 from scheduling.models import Gpu, GpuSample, Job
+from tests.browser import shoot, sign_in
 from ui.demo import demo_load
 
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "artifacts" / "screenshots"
-CHROMIUM = "/usr/bin/chromium"
-
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def page(live_server):
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("Debian's Chromium is not installed (apt-get install chromium)")
-    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs an event loop
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-        context = browser.new_context(viewport={"width": 1360, "height": 900}, base_url=live_server.url)
-        yield context.new_page()
-        browser.close()
-        # Inside Playwright's event loop Django keeps separate connections; close them here so the
-        # test database can be dropped afterwards.
-        connections.close_all()
 
 
 def _measured_cluster():
@@ -61,19 +38,10 @@ def _scheduler_writes_reasons():
     decide_and_apply(policy="tessera")
 
 
-def _shoot(page, name):
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / name), full_page=True)
-
-
 def test_a_lead_submits_sees_reorders_and_cancels_a_job(page, live_server):
     demo_load()
     _measured_cluster()
-    page.goto("/accounts/login/")
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", "alice-demo-pass")
-    page.click("button[type=submit]")
-    page.wait_for_url("**/")
+    sign_in(page, "alice")
 
     page.click("text=Submit job")
     page.fill("#id_name", "browser-finetune")
@@ -92,7 +60,7 @@ def test_a_lead_submits_sees_reorders_and_cancels_a_job(page, live_server):
     assert row.locator("td").nth(0).inner_text() == "2"
     assert "burst limit of 1" in row.inner_text()
     page.wait_for_function("document.querySelector('#allocation .main-svg') !== null")
-    _shoot(page, "dashboard.png")
+    shoot(page, "dashboard.png")
 
     page.click("text=Priorities")
     page.click(f"button[aria-label='Move #{job.pk} up']")
@@ -109,4 +77,4 @@ def test_a_lead_submits_sees_reorders_and_cancels_a_job(page, live_server):
     assert "cancelled" in page.locator(".timeline").inner_text()
 
     page.goto("/cluster/")
-    _shoot(page, "cluster.png")
+    shoot(page, "cluster.png")

@@ -5,7 +5,7 @@ import pytest
 
 from scheduling.defaults import defaults_ensure
 from scheduling.models import CapacityTier, PriorityClass
-from tests.ui.test_browser import _shoot, page  # noqa: F401 (the Chromium fixture)
+from tests.browser import shoot, sign_in
 from tests.ui.test_history import history  # noqa: F401 (finished jobs of both teams)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -18,11 +18,7 @@ def _defaults(transactional_db):
 
 
 def test_a_member_finds_a_failed_job_in_the_history(page, history):  # noqa: F811
-    page.goto("/accounts/login/")
-    page.fill("#id_username", "bob")
-    page.fill("#id_password", "bob-test-pass")
-    page.click("button[type=submit]")
-    page.wait_for_url("**/")
+    sign_in(page, "bob", "bob-test-pass")
 
     page.click("nav.topnav >> text=Jobs")
     page.wait_for_selector("#job-history")
@@ -35,7 +31,7 @@ def test_a_member_finds_a_failed_job_in_the_history(page, history):  # noqa: F81
     rows = page.locator("#job-history tbody tr")
     assert rows.count() == 1 and "alpha-failed" in rows.inner_text()
     assert page.is_checked("input[name=status][value=failed]")  # the form keeps what was asked
-    _shoot(page, "job-history.png")
+    shoot(page, "job-history.png")
 
     page.fill("#f-from", "2026-12-05")
     page.fill("#f-to", "2026-12-01")
@@ -48,7 +44,7 @@ def test_a_member_finds_a_failed_job_in_the_history(page, history):  # noqa: F81
     assert page.goto(f"/jobs/{history['bravo_done'].pk}/").status == 404
 
 
-def test_a_member_reads_a_running_jobs_logs_and_gpu_charts(page, jobs, cluster, settings, tmp_path):  # noqa: F811
+def test_a_member_reads_a_running_jobs_logs_and_gpu_charts(page, jobs, cluster, settings, tmp_path):
     from datetime import timedelta
 
     from django.utils import timezone
@@ -71,11 +67,7 @@ def test_a_member_reads_a_running_jobs_logs_and_gpu_charts(page, jobs, cluster, 
     GpuSample.objects.bulk_create([GpuSample(gpu=gpu, at=now - timedelta(minutes=m), utilization=0.6 + m % 7 / 20,
                                              memory_used_gb=50 + m % 5) for m in range(1, 110)])
 
-    page.goto("/accounts/login/")
-    page.fill("#id_username", "bob")
-    page.fill("#id_password", "bob-test-pass")
-    page.click("button[type=submit]")
-    page.wait_for_url("**/")
+    sign_in(page, "bob", "bob-test-pass")
     page.goto(f"/jobs/{job.pk}/")
     page.wait_for_selector("#logs pre.log")
     assert "loss" in page.locator("#logs pre.log").inner_text()
@@ -83,5 +75,5 @@ def test_a_member_reads_a_running_jobs_logs_and_gpu_charts(page, jobs, cluster, 
     assert "GPU utilisation (%)" in page.locator("#job-util").inner_text()
     page.click("#logs-refresh")
     page.wait_for_selector("#logs pre.log")
-    _shoot(page, "job-detail.png")
+    shoot(page, "job-detail.png")
     assert page.goto(f"/jobs/{jobs['bravo_run'].pk}/logs/").status == 404

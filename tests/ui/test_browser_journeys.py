@@ -8,13 +8,13 @@ import pytest
 
 from scheduling.cycle import decide_and_apply
 from scheduling.models import Job
-from tests.ui.test_browser_portal import WHEN, open_page  # noqa: F401  (the fixture)
+from tests.ui.test_browser_portal import WHEN
 from ui.demo_workload import demo_workload_load
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_a_team_member_submits_finds_and_cancels_their_job(open_page):  # noqa: F811
+def test_a_team_member_submits_finds_and_cancels_their_job(open_page):
     page = open_page("bob")
     assert page.url.endswith("/teams/search/")
     page.click("nav >> text=Submit job")
@@ -38,7 +38,7 @@ def test_a_team_member_submits_finds_and_cancels_their_job(open_page):  # noqa: 
     assert job.status == "cancelled"
 
 
-def test_a_team_lead_reads_the_queue_and_the_spend(open_page):  # noqa: F811
+def test_a_team_lead_reads_the_queue_and_the_spend(open_page):
     page = open_page("alice")
     demo_workload_load()  # make demo's busy cluster: search runs beyond its guarantee, jobs wait
     decide_and_apply(policy="tessera")  # the first cycle gives every waiting job its reason
@@ -57,7 +57,7 @@ def test_a_team_lead_reads_the_queue_and_the_spend(open_page):  # noqa: F811
     assert "ranker-serving" in page.locator("tr:has-text('h100-04') details.gpu-details").inner_text()
 
 
-def test_finance_reads_the_month_exports_it_and_sees_no_job(open_page):  # noqa: F811
+def test_finance_reads_the_month_exports_it_and_sees_no_job(open_page):
     page = open_page("fiona")
     assert page.locator("h1").inner_text().startswith("Welcome")  # no team: the list of teams
     page.click("nav >> text=Chargeback")
@@ -72,7 +72,7 @@ def test_finance_reads_the_month_exports_it_and_sees_no_job(open_page):  # noqa:
     assert page.goto("/jobs/new/").status == 403
 
 
-def test_a_platform_engineer_checks_quotas_and_the_cluster(open_page):  # noqa: F811
+def test_a_platform_engineer_checks_quotas_and_the_cluster(open_page):
     page = open_page("admin")
     assert page.locator("h1").inner_text().startswith("Welcome")
     page.click("nav >> text=Admin")

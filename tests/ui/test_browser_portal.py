@@ -2,46 +2,14 @@
 lands, the submit form's defaults and width, the bar at phone width, the cluster page's details
 without a mouse, GPU units and one date format."""
 
-import os
 import re
 
 import pytest
-from django.db import connections
 
-from ui.demo import demo_load
-
-CHROMIUM = "/usr/bin/chromium"
 PHONE = 375
 WHEN = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC")
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def open_page(live_server):
-    """open_page(user, width=1360): a page signed in as the demo user."""
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("Debian's Chromium is not installed (apt-get install chromium)")
-    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs an event loop
-    demo_load()
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-
-        def open_page(user: str, width: int = 1360):
-            context = browser.new_context(viewport={"width": width, "height": 800}, base_url=live_server.url)
-            page = context.new_page()
-            page.goto("/accounts/login/")
-            page.fill("#id_username", user)
-            page.fill("#id_password", f"{user}-demo-pass")
-            page.click("button[type=submit]")
-            page.wait_for_load_state()
-            return page
-
-        yield open_page
-        browser.close()
-        connections.close_all()
 
 
 def test_signing_in_lands_on_the_team_dashboard_with_quotas_as_people_write_them(open_page):

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from scheduling.defaults import defaults_ensure
 from scheduling.models import CapacityTier, Job, PriorityClass
-from tests.ui.test_browser import _shoot, page  # noqa: F401 (the Chromium fixture)
+from tests.browser import shoot, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -19,19 +19,11 @@ def _defaults(transactional_db):
     defaults_ensure(CapacityTier, PriorityClass)
 
 
-def _sign_in(page, name):  # noqa: F811
-    page.goto("/accounts/login/")
-    page.fill("#id_username", name)
-    page.fill("#id_password", f"{name}-test-pass")
-    page.click("button[type=submit]")
-    page.wait_for_url("**/")
-
-
-def test_the_dashboard_and_job_page_refresh_in_one_format(page, jobs):  # noqa: F811
+def test_the_dashboard_and_job_page_refresh_in_one_format(page, jobs):
     waiting = jobs["bob_wait"]
     Job.objects.filter(pk=waiting.pk).update(
         estimated_start=timezone.now() + timedelta(hours=7, minutes=54, seconds=40))
-    _sign_in(page, "bob")
+    sign_in(page, "bob", "bob-test-pass")
     page.goto("/teams/alpha/")
     eta = page.locator(f"#queue-body tr[data-job='{waiting.pk}'] time")
     assert eta.inner_text() == "likely 28\xa0minutes to 5\xa0hours, 55\xa0minutes"  # long: the range leads
@@ -45,7 +37,7 @@ def test_the_dashboard_and_job_page_refresh_in_one_format(page, jobs):  # noqa: 
     assert eta.inner_text() == "5\xa0minutes"  # the same wording, never an absolute date
     assert "Nothing running" in page.locator("#running-body").inner_text()
     assert page.locator("#in-use").inner_text() == "0"
-    _shoot(page, "dashboard-refreshed.png")
+    shoot(page, "dashboard-refreshed.png")
 
     page.goto(f"/jobs/{waiting.pk}/")
     assert "Pending" in page.locator("#job-live h1").inner_text()
@@ -53,8 +45,8 @@ def test_the_dashboard_and_job_page_refresh_in_one_format(page, jobs):  # noqa: 
     page.wait_for_function("document.querySelector('#job-live h1').textContent.includes('Running')", timeout=25000)
 
 
-def test_a_refused_reorder_says_why(page, jobs):  # noqa: F811
-    _sign_in(page, "alice")
+def test_a_refused_reorder_says_why(page, jobs):
+    sign_in(page, "alice", "alice-test-pass")
     page.goto("/teams/alpha/priorities/")
     first, second = jobs["bob_wait"].pk, jobs["alice_wait"].pk
     Job.objects.filter(pk=first).update(status="running")  # it started after the page was drawn
@@ -63,4 +55,4 @@ def test_a_refused_reorder_says_why(page, jobs):  # noqa: F811
     assert "exactly once" in page.locator("#reorder-error").inner_text()
     rows = page.locator("#priorities tbody tr[data-job]")
     assert [rows.nth(i).get_attribute("data-job") for i in range(2)] == [str(first), str(second)]
-    _shoot(page, "reorder-refused.png")
+    shoot(page, "reorder-refused.png")

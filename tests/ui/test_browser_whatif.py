@@ -4,7 +4,6 @@ embedded demo's path (tasks eager, so the what-if runs on a thread and the page 
 
 import pytest
 
-from tests.ui.test_browser_portal import open_page  # noqa: F401  (the fixture)
 from ui.demo_workload import demo_workload_load
 from whatif.models import WhatIfRun
 
@@ -12,7 +11,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SCREENSHOT = "/tmp/tessera-whatif.png"
 
 
-def test_a_platform_engineer_asks_what_two_more_h100_nodes_would_do(open_page, settings):  # noqa: F811
+def test_a_platform_engineer_asks_what_two_more_h100_nodes_would_do(open_page, settings):
     settings.CELERY_TASK_ALWAYS_EAGER = True
     page = open_page("admin")
     demo_workload_load()  # make demo's busy cluster: a queue from the start
