@@ -15,8 +15,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from billing.models import Rate
+from scheduling.defaults import defaults_ensure
 from scheduling.live_input import live_input
-from scheduling.models import CapacityTier, Gpu, Job, Placement
+from scheduling.models import CapacityTier, Gpu, Job, Placement, PriorityClass
 from scheduling.simulator.run.spec import load_cluster, load_jobs
 from tests.ui.conftest import make_job
 from whatif import services, tasks
@@ -201,8 +202,14 @@ def test_the_staff_bar_links_to_it(clients, jobs):
     assert Gpu.objects.exists()
 
 
+@pytest.fixture
+def seeded(transactional_db):
+    """The tiers and priority classes a migration made, which a previous transactional test's flush removed."""
+    defaults_ensure(CapacityTier, PriorityClass)
+
+
 @pytest.mark.django_db(transaction=True)
-def test_two_clicks_at_once_start_one_what_if(users, monkeypatch):
+def test_two_clicks_at_once_start_one_what_if(seeded, users, monkeypatch):
     """The second request waits for the first's commit, then finds it running (without the lock both
     found nothing running during the pause and two runs started)."""
     check = services.whatif_in_progress

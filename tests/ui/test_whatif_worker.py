@@ -11,12 +11,20 @@ from django.conf import settings
 from django.urls import reverse
 
 from agents.tasks import ping
+from scheduling.defaults import defaults_ensure
+from scheduling.models import CapacityTier, PriorityClass
 from tessera.celery import app
 from tests.ui.test_whatif import VALID
 from whatif.models import WhatIfRun
 
 pytestmark = pytest.mark.django_db(transaction=True)
 PATIENCE_S = 180  # a bound on hanging on a loaded machine, not a performance claim
+
+
+@pytest.fixture(autouse=True)
+def _defaults(transactional_db):
+    """The tiers and priority classes a migration made, which a previous transactional test's flush removed."""
+    defaults_ensure(CapacityTier, PriorityClass)
 
 
 @pytest.fixture
