@@ -89,3 +89,17 @@ def test_more_gpus_follow_the_last_index(staff):
     assert [g.index for g in added] == [before, before + 1]
     with pytest.raises(ValueError):
         node_gpus_add(node=node, count=17)
+
+
+def test_editing_a_node_checks_only_a_changed_model(staff):
+    from scheduling.admin import NodeForm
+
+    node = Node.objects.get(name="h100-01")
+    Node.objects.filter(pk=node.pk).update(gpu_model="NVIDIA-Future-GPU")  # as an inventory might write it
+    node.refresh_from_db()
+    data = {name: getattr(node, name) for name in NodeForm.Meta.fields} | {
+        "tier": node.tier_id, "leaf_switch": node.leaf_switch_id, "agent_url": ""}
+    assert NodeForm(data=data, instance=node).is_valid()  # left as the cluster reported it
+    changed = NodeForm(data=data | {"gpu_model": "H10O"}, instance=node)
+    assert not changed.is_valid() and "is not a GPU model Tessera knows" in str(changed.errors)
+    assert "gpu_count" not in changed.fields
