@@ -7,6 +7,7 @@ import pytest
 from django.utils import timezone
 
 from portal import freshness
+from portal.models import Team
 from scheduling.models import Job
 from tests.ui.conftest import BRAVO_SECRETS
 
@@ -95,3 +96,10 @@ def test_a_middling_estimate_leads_and_its_range_follows(clients, jobs):
     for html in (page, rows):
         assert ">3\xa0hours</time> <span" in html and "(likely 27\xa0minutes to 4\xa0hours, 37\xa0minutes)" in html
     assert "eta-rough" not in rows
+
+
+def test_one_guaranteed_gpu_reads_singular(clients, jobs):
+    assert "<dd>4 GPUs</dd>" in clients["member"].get("/teams/alpha/live/").json()["stats_html"]
+    Team.objects.filter(name="alpha").update(guaranteed_gpus=1)
+    freshness.teams_changed([jobs["bob_wait"].team_id])
+    assert "<dd>1 GPU</dd>" in clients["member"].get("/teams/alpha/live/").json()["stats_html"]
