@@ -133,15 +133,16 @@ def _spine_oversubscription() -> float:
 def live_jobs(start: datetime, now: datetime, notes: list[str]) -> list[dict]:
     jobs = (Job.objects.filter(submitted_at__lt=now)
             .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=start))
-            .exclude(status=Job.Status.CANCELLED, started_at__isnull=True)
-            .select_related("team", "project", "priority_class").order_by("submitted_at", "id"))
-    intervals = _run_intervals([job.pk for job in jobs], now)
-    rows, unknown = [], set()
-    for job in jobs:
-        before, inside = _ran(intervals.get(job.pk, []), start, now)
+            .exclude(status=Job.Status.CANCELLED, started_at__isnull=True))
+    intervals = _run_intervals(jobs, now)
+    rows, unknown, running_then, waiting_then = [], set(), 0, 0
+    for job in jobs.select_related("team", "project", "priority_class").order_by("submitted_at", "id"):
+        before, inside, holding = _ran(intervals.get(job.pk, []), start, now)
         duration = _duration(job, before, inside)
         if duration is None:
             continue
+        if job.submitted_at < start:
+            running_then, waiting_then = running_then + holding, waiting_then + (not holding)
         priority = _priority(job.priority_class.name, job.priority_class.value, unknown)
         rows.append({
             "job_id": str(job.pk), "team": job.team.name, "project": job.project.name,
@@ -151,21 +152,27 @@ def live_jobs(start: datetime, now: datetime, notes: list[str]) -> list[dict]:
             "gpu_mem_gb": job.gpu_memory_gb or (0.0 if job.gpus else 1.0), "cpu_cores": job.cpu_cores,
             "gpu_model": "|".join(job.allowed_gpu_models), "checkpoint_interval_s": job.checkpoint_interval_s or "",
             "checkpoint_s": job.checkpoint_save_s or "", "preemptible": str(job.preemptible).lower()})
+    if running_then:
+        notes.append(f"{running_then} job(s) running when the window opened are placed afresh at its start, "
+                     "with what they had left to run")
+    if waiting_then:
+        notes.append(f"{waiting_then} job(s) waiting when the window opened count their wait from then")
     notes += [f"priority class {name!r} is not one the simulator knows; replayed as the nearest by value"
               for name in sorted(unknown)]
     return rows
 
 
-def _run_intervals(job_ids: list[int], now: datetime) -> dict[int, list[tuple[datetime, datetime]]]:
+def _run_intervals(jobs, now: datetime) -> dict[int, list[tuple[datetime, datetime]]]:
     found: dict[int, list] = defaultdict(list)
-    rows = Placement.objects.filter(job_id__in=job_ids).values_list("job_id", "started_at", "ended_at")
+    rows = Placement.objects.filter(job__in=jobs.values("pk")).values_list("job_id", "started_at", "ended_at")
     for job_id, started, ended in rows.iterator(chunk_size=2000):
         found[job_id].append((started, ended or now))
     return found
 
 
-def _ran(intervals, start: datetime, now: datetime) -> tuple[float, float]:
-    """Seconds the job held GPUs before the window and inside it (members running at once count once)."""
+def _ran(intervals, start: datetime, now: datetime) -> tuple[float, float, bool]:
+    """Seconds the job held GPUs before the window and inside it (members running at once count
+    once), and whether it held them as the window opened."""
     merged: list[list[datetime]] = []
     for low, high in sorted(intervals):
         if merged and low <= merged[-1][1]:
@@ -174,7 +181,7 @@ def _ran(intervals, start: datetime, now: datetime) -> tuple[float, float]:
             merged.append([low, high])
     before = sum(max(0.0, (min(high, start) - low).total_seconds()) for low, high in merged)
     inside = sum(max(0.0, (min(high, now) - max(low, start)).total_seconds()) for low, high in merged)
-    return before, inside
+    return before, inside, any(low <= start < high for low, high in merged)
 
 
 def _duration(job: Job, before: float, inside: float) -> float | None:

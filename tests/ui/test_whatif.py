@@ -53,6 +53,7 @@ def _history(teams, users, cluster):
         "across": job("runs-across-start", 30, [(gpus[2], 26, None)], status="running", expected_runtime_s=40 * HOUR,
                       started_h=26),
         "waiting": job("waits-now", 1, expected_runtime_s=2 * HOUR, gpu_models="H100-80GB"),
+        "stuck": job("waits-since-yesterday", 30, gpus=0, gpu_memory_gb=10, kind="interactive"),
     }
 
 
@@ -67,6 +68,9 @@ def test_the_live_cluster_and_its_last_day_become_the_simulators_files(teams, us
     assert (groups["A100-40GB"]["gpus_per_node"], groups["A100-40GB"]["tier"]) == (4, "spot")
     assert inputs.cluster["prices_per_gpu_hour"]["H100-80GB"]["reserved"] == 2.5
     assert any("no spot rate for A100-40GB" in note for note in inputs.notes)  # said, not silently $0
+    said = " ".join(inputs.notes)
+    assert "1 job(s) running when the window opened are placed afresh" in said
+    assert "1 job(s) waiting when the window opened count their wait from then" in said
     assert {t["name"]: t["guaranteed_gpus"] for t in inputs.cluster["teams"]} == {"alpha": 4.0, "bravo": 2.0}
 
     rows = {row["job_id"]: row for row in inputs.rows}
@@ -78,6 +82,8 @@ def test_the_live_cluster_and_its_last_day_become_the_simulators_files(teams, us
     waiting = rows[str(made["waiting"].pk)]
     assert (waiting["submit_s"], waiting["duration_s"], waiting["gpu_model"]) == pytest.approx(
         (23 * HOUR, 2 * HOUR, "H100-80GB"), abs=1)
+    stuck = rows[str(made["stuck"].pk)]  # a sub-GPU job by its memory, its runtime the default hour
+    assert (stuck["submit_s"], stuck["duration_s"], stuck["gpus"], stuck["gpu_mem_gb"]) == (0, HOUR, 0, 10)
 
     cluster_path, jobs_path = inputs.write(tmp_path)  # the simulator's own reader accepts both
     spec = load_cluster(cluster_path)
@@ -87,7 +93,7 @@ def test_the_live_cluster_and_its_last_day_become_the_simulators_files(teams, us
 def test_dump_snapshot_writes_the_same_files_for_simulate_run(teams, users, cluster, tmp_path, capsys):
     _history(teams, users, cluster)
     call_command("dump_snapshot", "--out", str(tmp_path / "case.json"), "--simulator", str(tmp_path / "sim"))
-    assert "3 jobs of the last 24 h" in capsys.readouterr().out
+    assert "4 jobs of the last 24 h" in capsys.readouterr().out
     assert load_cluster(tmp_path / "sim" / "cluster.json").gpus == 12
 
 
