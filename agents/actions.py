@@ -379,7 +379,7 @@ def _repartition_step(action: ActionRequest, backend: Backend, now: datetime) ->
         if repartition_start(action, backend):
             _phase(action, "applying", asked_at=now.timestamp())
         return
-    outcome = repartition_finish(action, backend)
+    outcome = repartition_finish(action, backend, now.timestamp())
     if outcome is None and now.timestamp() > action.payload["asked_at"] + 900:
         outcome = "The node did not report the new MIG layout within 15 minutes."
     if outcome == "":

@@ -229,6 +229,9 @@ TESSERA_TIER_LABEL = env_label_key("TESSERA_TIER_LABEL", "tessera.io/tier")
 # that its ClusterPolicy's migManager.config.name names; Tessera writes its MIG layouts into it.
 TESSERA_GPU_OPERATOR_NAMESPACE = env_kube_name("TESSERA_GPU_OPERATOR_NAMESPACE", "gpu-operator", "label")
 TESSERA_MIG_CONFIGMAP = env_kube_name("TESSERA_MIG_CONFIGMAP", "tessera-mig-parted-config")
+# How long mig-manager's mounted copy of that ConfigMap may lag our write (the kubelet's syncFrequency,
+# 60 s, plus its ConfigMap cache delay): a MIG change failed within it is applied again (agents/mig.py).
+TESSERA_MIG_CONFIG_REFRESH_S = env_int("TESSERA_MIG_CONFIG_REFRESH_S", 90, minimum=0)
 TESSERA_POLL_INTERVAL_S = env_int("TESSERA_POLL_INTERVAL_S", 15, minimum=1)
 TESSERA_CYCLE_INTERVAL_S = env_int("TESSERA_CYCLE_INTERVAL_S", 5, minimum=1)
 TESSERA_LOST_AFTER_MISSED = env_int("TESSERA_LOST_AFTER_MISSED", 3, minimum=1)  # heartbeats

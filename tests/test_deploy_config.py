@@ -79,6 +79,8 @@ def test_an_openshift_cluster_names_its_operator_namespace_and_configmap():
     ("TESSERA_LEADER_ELECTION", "maybe"),
     ("TESSERA_LEASE_NAMESPACE", "tessera.system"),
     ("TESSERA_LEASE_NAME", "Tessera Scheduler"),
+    ("TESSERA_MIG_CONFIG_REFRESH_S", "-1"),
+    ("TESSERA_MIG_CONFIG_REFRESH_S", "soon"),
 ])
 def test_a_bad_kubernetes_setting_stops_start_up_and_is_named(name, value):
     result = start_django(**{name: value})

@@ -162,6 +162,9 @@ class RepartitionRequest:
     # Every GPU's target layout on the node (mig-parted configs are node-wide): this GPU's new
     # one and the others as they are. Empty: the backend needs no node-wide picture.
     node_layout: tuple[tuple[int, tuple[MigSlot, ...]], ...] = ()
+    # Apply config_name again although the node already names it: mig-manager failed it, perhaps
+    # against a stale copy of its ConfigMap (agents/mig.py decides when).
+    retry: bool = False
 
 
 class RepartitionPhase(enum.StrEnum):

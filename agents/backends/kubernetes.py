@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import urllib3
-import yaml
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
@@ -32,12 +31,12 @@ from agents.backends.base import (
     Outcome,
     PreemptRequest,
     Refused,
-    RepartitionPhase,
     RepartitionRequest,
     RepartitionState,
     TransientBackendError,
 )
 from agents.backends.k8s_events import PodEvents
+from agents.backends.k8s_mig import MERGE_PATCH, MigLabels
 from agents.backends.k8s_pod_cache import PodCache
 from agents.backends.k8s_reading import (
     GFD_MIG_STRATEGY,
@@ -47,9 +46,6 @@ from agents.backends.k8s_reading import (
     node_inventory,
     pod_observation,
 )
-
-# A merge patch, not the client's default pick (a JSON patch, which wants a list of operations).
-MERGE_PATCH = "application/merge-patch+json"
 
 
 @dataclass(frozen=True)
@@ -130,7 +126,7 @@ def _api_errors(method):
     return wrapper
 
 
-class KubernetesBackend:
+class KubernetesBackend(MigLabels):
     def __init__(self, config: KubernetesConfig | None = None) -> None:
         self.config = config or KubernetesConfig()
         self.core = client.CoreV1Api(self.config.api_client)
@@ -229,31 +225,11 @@ class KubernetesBackend:
 
     @_api_errors
     def repartition(self, req: RepartitionRequest) -> Outcome:
-        labels = self._node_labels(req.node_name)
-        if labels.get(self.config.mig_config_label) == req.config_name:
-            return Outcome.ALREADY_DONE
-        if req.node_layout:
-            self._publish_mig_config(req.config_name, dict(req.node_layout))
-        # Reset the state with the same patch: a stale "success" of the previous layout must not
-        # read as the success of this one before mig-manager has even seen the change.
-        patch = m.label_patch({
-            self.config.mig_config_label: req.config_name,
-            self.config.mig_state_label: RepartitionPhase.PENDING.value,
-        })
-        self.core.patch_node(
-            req.node_name, patch, _content_type=MERGE_PATCH,
-            _request_timeout=self.config.request_timeout_s,
-        )
-        return Outcome.DONE
+        return self._repartition(req)  # agents/backends/k8s_mig.py
 
     @_api_errors
     def repartition_state(self, node_name: str) -> RepartitionState:
-        labels = self._node_labels(node_name)
-        try:
-            phase = RepartitionPhase(labels.get(self.config.mig_state_label, "unknown"))
-        except ValueError:
-            phase = RepartitionPhase.UNKNOWN
-        return RepartitionState(node_name, labels.get(self.config.mig_config_label), phase)
+        return self._repartition_state(node_name)
 
     # -- observations ----------------------------------------------------------------------
 
@@ -312,50 +288,6 @@ class KubernetesBackend:
                     yield obs
 
     # -- helpers ---------------------------------------------------------------------------
-
-    def _publish_mig_config(self, config_name: str, layouts) -> None:
-        """Add the node's layout to mig-manager's config file before the label names it, and drop
-        the Tessera entries no node names any more, so the file stays bounded by the node count
-        (it grew by one entry per change until the 1 MiB limit refused it). Optimistic: a write
-        raced by another worker's (409) is read and merged again."""
-        namespace, name, key = (self.config.mig_parted_namespace, self.config.mig_parted_configmap,
-                                self.config.mig_parted_key)
-        for _attempt in range(5):
-            current = self._read_config_map(namespace, name)
-            document = yaml.safe_load((current.data or {}).get(key, "")) if current is not None else None
-            if config_name in ((document or {}).get("mig-configs") or {}):
-                return
-            merged = m.mig_parted_config_merge(document, config_name, layouts, keep=self._mig_configs_in_use())
-            text = yaml.safe_dump(merged, sort_keys=False)  # in the order added: the newest last
-            try:
-                if current is None:
-                    body = m.config_map_manifest(name, namespace, {key: text})
-                    self.core.create_namespaced_config_map(namespace, body,
-                                                           _request_timeout=self.config.request_timeout_s)
-                else:  # the resourceVersion makes the patch conditional: a raced write answers 409
-                    patch = {"metadata": {"resourceVersion": current.metadata.resource_version}, "data": {key: text}}
-                    self.core.patch_namespaced_config_map(name, namespace, patch, _content_type=MERGE_PATCH,
-                                                          _request_timeout=self.config.request_timeout_s)
-                return
-            except ApiException as exc:
-                if exc.status != 409:
-                    raise
-        raise TransientBackendError(f"ConfigMap {namespace}/{name} kept changing under us")
-
-    def _read_config_map(self, namespace: str, name: str) -> Any:
-        try:
-            return self.core.read_namespaced_config_map(name, namespace, _request_timeout=self.config.request_timeout_s)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-            return None
-
-    def _mig_configs_in_use(self) -> set[str]:
-        """The MIG configs the GPU nodes' labels name now (applied, or being applied)."""
-        nodes = self.core.list_node(label_selector=self.config.gpu_node_selector,
-                                    _request_timeout=self.config.request_timeout_s)
-        return {label for node in nodes.items
-                if (label := (node.metadata.labels or {}).get(self.config.mig_config_label))}
 
     @_api_errors
     def pod_log(self, namespace: str, pod_name: str, tail_lines: int, limit_bytes: int) -> str | None:

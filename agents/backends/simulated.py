@@ -227,7 +227,7 @@ class SimulatedBackend:
     def repartition(self, req: RepartitionRequest) -> Outcome:
         with self._state() as state:
             mig = state["nodes"][req.node_name]["mig"]
-            if mig.get("config") == req.config_name:
+            if mig.get("config") == req.config_name and not req.retry:
                 return Outcome.ALREADY_DONE
             mig.update(config=req.config_name, phase=RepartitionPhase.PENDING.value, gpu=req.gpu_index,
                        layout=[[slot.profile, slot.start] for slot in req.layout],

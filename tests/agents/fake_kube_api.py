@@ -97,6 +97,8 @@ class FakeKubeApi:
         self.events: dict[tuple[str, str], dict] = {}  # core/v1 Events by (namespace, name)
         self.event_refusal: ApiError | None = None  # e.g. RBAC without events: 403 on every write
         self.requests: list[tuple[str, str]] = []  # (method, path) in arrival order
+        # Each API patch's node labels after it, in order: what a node watch (mig-manager's) sees.
+        self.node_label_log: list[tuple[str, dict[str, str]]] = []
         self._rv = 0
         self._events: list[tuple[int, str, dict]] = []  # pod events: (rv, type, object)
         self._oldest_rv = 0  # a watch from before this was compacted away: 410 Gone
@@ -255,7 +257,9 @@ class FakeKubeApi:
 
     def patch_node(self, query: dict, body: Any, name: str) -> tuple[int, dict]:
         node = self._get_node(name)
-        return 200, copy.deepcopy(self._stamp(merge_patch(node, body)))
+        patched = self._stamp(merge_patch(node, body))
+        self.node_label_log.append((name, dict(patched["metadata"]["labels"])))
+        return 200, copy.deepcopy(patched)
 
     def get_namespace(self, query: dict, body: Any, ns: str) -> tuple[int, dict]:
         if ns not in self.namespaces:
