@@ -136,13 +136,17 @@ def gpus() -> Iterator[Metric]:
     for placement in placements:
         key = (placement.job.team.name, placement.gpu.node.tier.name, placement.gpu.model)
         allocated[key] += placement.gpu_fraction
-        used[key] += placement.gpu_fraction * placement.gpu.utilization
+        # A MIG slice's own activity, not its GPU's (which no source measures in MIG mode); a slice
+        # not measured adds nothing rather than a made-up share.
+        busy = placement.mig_instance.utilization if placement.mig_instance_id else placement.gpu.utilization
+        used[key] += placement.gpu_fraction * (busy or 0.0)
     labels = ["team", "tier", "model"]
     families = (
         (GaugeMetricFamily("tessera_allocated_gpus", "GPUs held by running jobs (a MIG instance or a share counts "
                            "its fraction of a GPU), by team, capacity tier and GPU model.", labels=labels), allocated),
-        (GaugeMetricFamily("tessera_used_gpus", "Allocated GPUs weighted by the utilisation the node agents last "
-                           "measured on them (0 to allocated).", labels=labels), used),
+        (GaugeMetricFamily("tessera_used_gpus", "Allocated GPUs weighted by the utilisation last measured on them, "
+                           "a MIG slice's its own (0 to allocated; a slice not measured adds 0).",
+                           labels=labels), used),
     )
     for family, values in families:
         for key, value in sorted(values.items()):

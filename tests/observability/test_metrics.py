@@ -8,7 +8,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
 from agents import metrics, services
-from scheduling.models import Gpu, Job, Node
+from scheduling.models import Gpu, Job, MigInstance, Node, Placement
 from tessera import env
 from tests.observability.conftest import TOKEN, job_add, scrape, value
 
@@ -57,6 +57,25 @@ def test_allocated_and_used_gpus_by_team_tier_and_model(cluster, client):
     assert value(samples, "tessera_capacity_gpus", tier="spot", model="H100-80GB") == 4
     assert value(samples, "tessera_team_guaranteed_gpus", team="vision") == 8
     assert value(samples, "tessera_actions_in_flight", kind="bind") == 1
+
+
+def test_a_mig_slice_counts_as_used_by_its_own_reading_not_its_gpus(cluster, client):
+    gpu = Gpu.objects.get(node__name="s-01", index=3)
+    Gpu.objects.filter(pk=gpu.pk).update(mig_capable=True, mig_enabled=True, utilization=0.9)
+    gpu.refresh_from_db()
+    slice_, unread = MigInstance.for_profile(gpu, "3g.40gb", 4), MigInstance.for_profile(gpu, "1g.10gb", 0)
+    slice_.utilization = 0.5
+    slice_.save()
+    unread.save()
+    for name, instance in (("served", slice_), ("unread", unread)):
+        job = job_add(name, gpus=0)
+        Job.objects.filter(pk=job.pk).update(status="running", started_at=timezone.now())
+        Placement.objects.create(job=job, gpu=gpu, mig_instance=instance, mig_profile=instance.profile,
+                                 memory_gb=instance.memory_gb, started_at=timezone.now())
+    samples = scrape(client)
+    labels = {"team": "vision", "tier": "spot", "model": "H100-80GB"}
+    assert value(samples, "tessera_allocated_gpus", **labels) == pytest.approx(4 / 7, abs=1e-5)
+    assert value(samples, "tessera_used_gpus", **labels) == pytest.approx(3 / 7 * 0.5, abs=1e-5)  # not 0.9
 
 
 def test_agent_poll_age_and_node_states(cluster, client):
