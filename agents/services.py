@@ -90,14 +90,21 @@ def node_heartbeat(*, node: Node, reading: NodeReading | None, at: datetime) -> 
     samples = []
     for gpu_reading in reading.gpus:
         gpu = gpus.get(gpu_reading.index)
-        if gpu is None or gpu_reading.utilisation is None:
+        if gpu is None:
+            continue
+        # The mode first: NVML and DCGM measure no utilisation in MIG mode, so a GPU that went into it
+        # reports none, and waiting for one would never record the change.
+        if gpu_reading.mig_enabled is not None and gpu_reading.mig_enabled != gpu.mig_enabled and gpu.mig_capable:
+            Gpu.objects.filter(pk=gpu.pk).update(mig_enabled=gpu_reading.mig_enabled, layout_changed_at=at)
+            gpu.mig_enabled = gpu_reading.mig_enabled
+        # A GPU in MIG mode has no whole-GPU utilisation; a source that sends one without knowing the
+        # mode (the simulator) is not stored, so charts read each slice's own (agents/slices.py).
+        if gpu_reading.utilisation is None or gpu.mig_enabled:
             continue
         used = gpu_reading.memory_used_gb or 0.0
         Gpu.objects.filter(pk=gpu.pk).update(utilization=min(1.0, max(0.0, gpu_reading.utilisation)),
                                              memory_used_gb=used)
         samples.append(GpuSample(gpu=gpu, at=at, utilization=gpu_reading.utilisation, memory_used_gb=used))
-        if gpu_reading.mig_enabled is not None and gpu_reading.mig_enabled != gpu.mig_enabled and gpu.mig_capable:
-            Gpu.objects.filter(pk=gpu.pk).update(mig_enabled=gpu_reading.mig_enabled, layout_changed_at=at)
     GpuSample.objects.bulk_create(samples, ignore_conflicts=True)  # a repeated poll at one time adds nothing
     slices_record(node=node, slices=reading.slices, at=at)
 

@@ -83,7 +83,10 @@ def test_the_demo_keeps_its_services_slices_and_queue(demo):
                   "WHERE n.name = 'h100-04' AND g.\"index\" < 4 AND g.mig_enabled GROUP BY g.\"index\"")
     assert [index for index, count in partitioned if count >= 2] == [0, 1, 2, 3], partitioned
     assert len(_waiting(database)) >= 2, "the queue drained"
-    hours = _query(database, "SELECT COUNT(DISTINCT strftime('%Y-%m-%d %H', at)) FROM scheduling_gpusample")[0][0]
+    # Whole GPUs' samples and MIG slices' own (a GPU in MIG mode has none of its own).
+    hours = _query(database, "SELECT COUNT(DISTINCT hour) FROM (SELECT strftime('%Y-%m-%d %H', at) AS hour "
+                             "FROM scheduling_gpusample UNION "
+                             "SELECT strftime('%Y-%m-%d %H', at) FROM scheduling_migsample)")[0][0]
     assert hours >= 24
 
 

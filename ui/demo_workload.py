@@ -105,7 +105,9 @@ def _measured_day(now) -> None:
     """What the node agents would have sampled over the last day on the GPUs held then."""
     since = now - timedelta(hours=24)
     samples = []
-    for gpu in Gpu.objects.filter(placements__ended_at__isnull=True).distinct().prefetch_related("placements__job"):
+    # A GPU in MIG mode has no whole-GPU reading (NVML and DCGM measure none); its slices have theirs.
+    for gpu in Gpu.objects.filter(placements__ended_at__isnull=True, mig_enabled=False).distinct() \
+            .prefetch_related("placements__job"):
         held = [p for p in gpu.placements.all() if p.ended_at is None]
         first = max(since, min(p.started_at for p in held))
         serving = all(p.job.kind == "inference" for p in held)

@@ -102,20 +102,28 @@ def team_allocation_series(team, hours: int = 24) -> dict:
 
 
 def team_utilisation_series(team, hours: int = 24) -> dict:
-    """Mean measured utilisation of the GPUs the team held at each sample, per hour.
+    """Mean measured utilisation of the GPUs and MIG slices the team held at each sample, per hour.
 
-    The team's placements in the window are picked first (a short id list), so the database joins
-    samples to those few rows rather than to every placement ever made.
+    A whole GPU's samples and a MIG slice's own (its GPU has none in MIG mode) count alike; a slice
+    not measured (NVML) is left out of the mean, not counted as idle. The team's placements in the
+    window are picked first (a short id list), so the database joins samples to those few rows
+    rather than to every placement ever made.
     """
     now = timezone.now()
     since = now - timedelta(hours=hours)
     window = (Placement.objects.filter(job__team=team, started_at__lt=now)
               .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=since)).values("pk"))
-    held_then = (Q(gpu__placements__in=window, gpu__placements__started_at__lte=F("at"))
-                 & (Q(gpu__placements__ended_at__isnull=True) | Q(gpu__placements__ended_at__gt=F("at"))))
-    rows = (GpuSample.objects.filter(held_then, at__gte=since).annotate(hour=TruncHour("at"))
-            .values("hour").annotate(mean=Avg("utilization")).order_by("hour"))
-    means = {row["hour"]: round(100 * row["mean"], 1) for row in rows}
+    sums: dict = defaultdict(lambda: [0.0, 0])
+    for through, samples in (("gpu", GpuSample.objects), ("mig_instance", MigSample.objects)):
+        held_then = (Q(**{f"{through}__placements__in": window, f"{through}__placements__started_at__lte": F("at")})
+                     & (Q(**{f"{through}__placements__ended_at__isnull": True})
+                        | Q(**{f"{through}__placements__ended_at__gt": F("at")})))
+        rows = (samples.filter(held_then, at__gte=since, utilization__isnull=False).annotate(hour=TruncHour("at"))
+                .values("hour").annotate(total=Sum("utilization"), n=Count("id")).order_by("hour"))
+        for row in rows:
+            sums[row["hour"]][0] += row["total"]
+            sums[row["hour"]][1] += row["n"]
+    means = {hour: round(100 * total / n, 1) for hour, (total, n) in sums.items()}
     if not means:
         return {"x": [], "y": []}  # the chart says "no samples yet"
     # The allocation chart's hours, an hour without samples a gap: the two charts share one time axis,

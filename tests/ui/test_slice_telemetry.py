@@ -17,9 +17,10 @@ from agents.node_agent.collector import collect
 from agents.services import node_heartbeat
 from agents.slices import job_of_pod
 from agents.telemetry import reading_from_report
-from scheduling.models import MigInstance, MigSample, Node, Placement
+from scheduling.models import GpuSample, MigInstance, MigSample, Node, Placement
 from tests.agents.fake_nvml import FakeNvml, load_snapshot
 from tests.ui.conftest import make_job
+from ui import selectors
 
 pytestmark = pytest.mark.django_db
 FIXTURE = Path(__file__).parents[1] / "agents" / "fixtures" / "dcgm_h100_mig_pods.prom"
@@ -75,6 +76,7 @@ def test_the_job_page_shows_its_slice_from_dcgm_exporter(clients, cluster, infer
     # The 1g.10gb row: two readings of that profile on GPU 7, neither held by a job here -> left out.
     assert MigInstance.objects.get(gpu__node=node, gpu__index=7, profile="1g.10gb").measured_at is None
 
+    assert selectors.team_utilisation_series(job.team)["y"].count(81.2) == 1  # the team chart counts the slice
     page = clients["lead"].get(f"/jobs/{job.pk}/")
     body = page.content.decode()
     assert page.status_code == 200
@@ -93,6 +95,9 @@ def test_nvml_slices_show_not_measured_never_zero(clients, cluster, inference):
     _poll(node, reading_from_report("h100-t1", report, at.timestamp()), at)
     instance.refresh_from_db()
     assert instance.measured_at == at and instance.utilization is None
+    # GPU 6 went into MIG mode: recorded although NVML gives it no utilisation, and no GPU sample.
+    six = node.gpus.get(index=6)
+    assert six.mig_enabled and six.layout_changed_at == at and not GpuSample.objects.filter(gpu=six).exists()
     assert MigSample.objects.get(mig_instance=instance).utilization is None
     body = clients["lead"].get(f"/jobs/{job.pk}/").content.decode()
     assert "not measured · " in body and "utilisation not measured" in body
@@ -131,6 +136,9 @@ def test_the_simulated_cluster_reports_a_mig_pods_slice_like_dcgm_exporter(clien
     instance.refresh_from_db()
     assert 0.4 <= instance.utilization <= 0.85 and instance.memory_used_gb == 28.0
     assert "% · 28.0/39.5 GiB" in clients["lead"].get(f"/jobs/{job.pk}/").content.decode()
+    # The simulator does not know GPU 7 is in MIG mode and reads it 0 %: not stored as the GPU's.
+    assert not GpuSample.objects.filter(gpu=instance.gpu).exists()
+    assert GpuSample.objects.filter(gpu__node__name="h100-t1", gpu__index=0).exists()
 
 
 def test_the_demo_history_measures_each_held_slice(inference):
