@@ -40,6 +40,9 @@ def _mig_segments(user, gpu) -> list[dict]:
             # A slice not measured keeps the page's background: no colour that reads as idle.
             "colour": _colour(instance.utilization) if measured else "",
             "reading": reading,
+            # Numbers for the API: percent and GiB, null where not measured (or not read yet).
+            "utilisation": round(100 * instance.utilization, 1) if measured else None,
+            "memory_used_gb": instance.memory_used_gb,
             "label": f"{instance.profile} @ slot {instance.start_slot}: "
                      + (_holder(user, placement) if placement else "free") + f" · {reading}"})
     return segments

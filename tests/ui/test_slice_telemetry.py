@@ -112,6 +112,11 @@ def test_the_cluster_page_colours_a_measured_slice(clients, cluster, inference, 
     body = clients["staff"].get("/cluster/").content.decode()
     assert "3g.40gb @ slot 4: alpha: #" in body and "81% · 29.7/39.5 GiB" in body
     assert "per MIG slice" in body
+    nodes = clients["staff"].get("/api/v1/cluster/").json()["results"]
+    cells = [cell for node in nodes if node["name"] == "h100-t1" for cell in node["cells"]]
+    segments = [seg for cell in cells for seg in cell["segments"]]
+    assert [(seg["profile"], seg["utilisation"], seg["memory_used_gb"]) for seg in segments] == [
+        ("1g.10gb", None, None), ("3g.40gb", 81.2, pytest.approx(29.7, abs=0.01))]
 
 
 @pytest.mark.parametrize(("pod", "job"), [("alpha/alpha-12-1-0", 12), ("a-b/a-b-7-2-1", 7), ("alpha/beta-12-1-0", None),
