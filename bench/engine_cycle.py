@@ -22,6 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scheduling.engine import Gpu, Job, Node, Queue, Snapshot, schedule  # noqa: E402
+from scheduling.engine.fair_history import empty_history  # noqa: E402
 from scheduling.engine.replay import apply_plan  # noqa: E402
 from scheduling.engine.types import PRIORITY_CLASSES  # noqa: E402
 
@@ -91,7 +92,8 @@ def build_snapshot(nodes: int, pending: int, seed: int) -> Snapshot:
     queues = tuple(Queue(team=t, guaranteed_gpus=round(total * 0.07), burst_limit_gpus=None, weight=1 + i % 3)
                    for i, t in enumerate(TEAMS))
     return Snapshot(now=NOW, nodes=cluster, pending=build_jobs(pending, rng), running=(), queues=queues,
-                    in_flight=(), spine_oversubscription=1.0, nominations=())
+                    in_flight=(), spine_oversubscription=1.0, nominations=(),
+                    usage_history=empty_history(NOW))
 
 
 def run_policy(snapshot: Snapshot, policy: str) -> dict:

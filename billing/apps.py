@@ -13,3 +13,7 @@ class BillingConfig(AppConfig):
         from billing.rate_card import prices_at
         from scheduling.prices import price_reader_set
         price_reader_set(prices_at)
+        # ...and gives each team's decayed use from the ledger (fair share over time).
+        from billing.fair_usage import decayed_usage
+        from scheduling.usage_history import usage_reader_set
+        usage_reader_set(decayed_usage)

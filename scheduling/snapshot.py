@@ -20,6 +20,7 @@ from scheduling import engine
 from scheduling.models import ActionRequest, Gpu, Job, MigInstance, NetworkSwitch, Node, Placement
 from scheduling.payloads import PreemptPayload, RepartitionPayload
 from scheduling.prices import PriceList, prices_at
+from scheduling.usage_history import usage_history_at
 
 DEFAULT_RUNTIME_S = 3600.0
 # The user of a MIG instance a pod Tessera did not place holds: busy to the engine (never given to a
@@ -45,7 +46,8 @@ def build_snapshot(now: datetime | None = None) -> engine.Snapshot:
     return engine.Snapshot(
         now=now.timestamp(), nodes=nodes, pending=pending, running=running, queues=_queues(),
         in_flight=_in_flight(), spine_oversubscription=_spine_oversubscription(),
-        nominations=())  # the live policies do not nominate (Features.nominate: baselines only)
+        nominations=(),  # the live policies do not nominate (Features.nominate: baselines only)
+        usage_history=usage_history_at(now))
 
 
 def member_shape(total_gpus: int, max_node_gpus: int) -> tuple[int, int]:

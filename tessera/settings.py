@@ -201,6 +201,8 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # Workers (agents/): which cluster they drive and how often each loop runs.
 TESSERA_BACKEND = env_choice("TESSERA_BACKEND", "simulated", ("simulated", "kubernetes"))
 TESSERA_POLICY = env_choice("TESSERA_POLICY", "tessera", POLICIES.names())  # the live cycle's engine policy
+# Fair share over time (scheduling/engine/fair_history.py): past GPU use weighs half after this long.
+TESSERA_FAIRSHARE_HALF_LIFE_H = env_int("TESSERA_FAIRSHARE_HALF_LIFE_H", 168, minimum=1)
 # Who carries idle reserved capacity on statements (billing/idle.py): shown separately or spread.
 TESSERA_IDLE_COST_POLICY = env_choice("TESSERA_IDLE_COST_POLICY", "showback",
                                       ("showback", "chargeback-by-use", "chargeback-by-guarantee"))

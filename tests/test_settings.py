@@ -31,6 +31,8 @@ def start_django(**overrides) -> subprocess.CompletedProcess:
     ("SECRET_KEY", "short"),
     ("TESSERA_BACKEND", "slurm"),
     ("TESSERA_POLICY", "tesera"),
+    ("TESSERA_FAIRSHARE_HALF_LIFE_H", "0"),
+    ("TESSERA_FAIRSHARE_HALF_LIFE_H", "7d"),
     ("TESSERA_POLL_INTERVAL_S", "0"),
     ("CSRF_TRUSTED_ORIGINS", "https://tessera.example.org/accounts/"),
     ("CSRF_TRUSTED_ORIGINS", "ftp://tessera.example.org"),

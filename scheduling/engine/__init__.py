@@ -40,13 +40,14 @@ from .types import (
     Queue,
     Running,
     Snapshot,
+    UsageHistory,
 )
 
 __all__ = [
     "PRIORITY_CLASSES", "TIERS", "POLICIES", "Allocation", "Bind", "Gpu", "Job", "MigGeometry",
     "MigInstance", "MigProfile", "Node", "PendingInfo", "Plan", "Policy", "Preempt", "Queue",
     "Repartition", "Running", "Snapshot", "canonical_model", "geometry_for", "layout_errors",
-    "memory_need_gb", "schedule", "share_milli", "smallest_profile",
+    "UsageHistory", "memory_need_gb", "schedule", "share_milli", "smallest_profile",
 ]
 
 

@@ -25,6 +25,7 @@ class Features:
     gang: bool = False           # all members or none
     quota: bool = False          # guarantees, burst limits, borrowed marking
     fairshare: bool = False      # idle capacity lent by weight; teams served by weighted usage
+    fair_history: bool = False   # lending and reclaim ordered by decayed use over share (fair_history.py)
     team_order: bool = False     # within a team, the lead's order goes before submission time
     reserve: bool = False        # blocked jobs reserve the GPUs that free earliest (backfill)
     topology: bool = False       # lowest all-reduce cost group for multi-GPU jobs

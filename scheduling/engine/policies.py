@@ -46,8 +46,8 @@ def register(policy: Policy) -> Policy:
 
 TESSERA = register(Policy(
     name="tessera",
-    features=Features(gang=True, quota=True, fairshare=True, team_order=True, reserve=True,
-                      topology=True, tiers=True, mig=True, sharing=True, memory_aware=True,
+    features=Features(gang=True, quota=True, fairshare=True, fair_history=True, team_order=True,
+                      reserve=True, topology=True, tiers=True, mig=True, sharing=True, memory_aware=True,
                       packing="binpack", victim_order="lost-work"),
 ))
 

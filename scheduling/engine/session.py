@@ -14,6 +14,7 @@ from collections.abc import Hashable
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
+from .fair_history import decay
 from .features import Features
 from .mig import canonical_model
 from .plan import Allocation, Bind, Preempt, Repartition
@@ -47,6 +48,9 @@ class Session:
         self.nodes: dict[str, NodeState] = {}
         self.members: dict[str, list[Member]] = defaultdict(list)
         self.usage: dict[str, float] = defaultdict(float)
+        # Running units per team weighted by decay since their start: fair_history's entry penalty.
+        self.entry: dict[str, float] = defaultdict(float)
+        self.half_life_s = snapshot.usage_history.half_life_s
         self.queues: dict[str, Queue] = {q.team: q for q in snapshot.queues}
         self.binds: list[Bind] = []
         self.preemptions: list[Preempt] = []
@@ -64,6 +68,8 @@ class Session:
         # Worked out once per cycle, on first use, by the module named (what each depends on is
         # fixed for the cycle, or keyed by `releases`).
         self.deserved: dict[str, float] | None = None  # fair share per team (actions.common)
+        # (decayed use over capacity, share, capacity) per team (actions.common.fair_ratio)
+        self.fair_basis: tuple[dict[str, float], dict[str, float], float] | None = None
         self.no_fit: dict[RequestShape, int] = {}  # request shape -> `releases` when it found no place
         self.victim_keys: dict[str, VictimKey] = {}  # victim ranking per running job (actions.evict)
         self.job_ends: dict[str, float] = {}  # expected end per running job (actions.reserve)
@@ -154,6 +160,7 @@ class Session:
             node.free_cpu -= member.job.cpu_cores
             node.free_mem -= member.job.memory_gb
         self.usage[member.team] += units
+        self.entry[member.team] += units * decay(self.now - member.started_at, self.half_life_s)
         self.members[member.job_id].append(member)
         if reindex:
             self.reindex_node(node)
@@ -170,6 +177,7 @@ class Session:
             node.free_cpu += member.job.cpu_cores
             node.free_mem += member.job.memory_gb
         self.usage[member.team] -= member.units
+        self.entry[member.team] -= member.units * decay(self.now - member.started_at, self.half_life_s)
         members = self.members[member.job_id]
         members.remove(member)
         if not members:

@@ -11,9 +11,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .fair_history import empty_history
 from .plan import Bind, Preempt, Repartition
 from .reasons import PreemptReason
-from .types import Allocation, Gpu, InFlight, Job, MigInstance, Node, Nomination, Queue, Running, Snapshot
+from .types import Allocation, Gpu, InFlight, Job, MigInstance, Node, Nomination, Queue, Running, Snapshot, UsageHistory
 
 FORMAT = 1
 _IN_FLIGHT = {"bind": Bind, "preempt": Preempt, "repartition": Repartition}
@@ -37,7 +38,8 @@ def snapshot_from_dict(document: dict[str, Any]) -> Snapshot:
         spine_oversubscription=data["spine_oversubscription"],
         nominations=tuple(Nomination(job_id=n["job_id"], gpus=tuple((g[0], g[1]) for g in n["gpus"]),
                                      priority=n["priority"])
-                          for n in data.get("nominations", ())))  # absent from dumps made before
+                          for n in data.get("nominations", ())),  # absent from dumps made before
+        usage_history=_usage_history(data.get("usage_history"), data["now"]))  # also absent before
 
 
 def snapshot_dump(snapshot: Snapshot, path: Path) -> None:
@@ -46,6 +48,13 @@ def snapshot_dump(snapshot: Snapshot, path: Path) -> None:
 
 def snapshot_load(path: Path) -> Snapshot:
     return snapshot_from_dict(json.loads(Path(path).read_text()))
+
+
+def _usage_history(data: dict[str, Any] | None, now: float) -> UsageHistory:
+    if data is None:
+        return empty_history(now)
+    return UsageHistory(half_life_s=data["half_life_s"], since=data["since"],
+                        team_gpu_s=tuple((team, gpu_s) for team, gpu_s in data["team_gpu_s"]))
 
 
 def _kind(action: InFlight) -> str:

@@ -149,6 +149,22 @@ class Queue:
     weight: float
 
 
+@dataclass(frozen=True, kw_only=True)
+class UsageHistory:
+    """Each team's past GPU use, decayed by a half-life (engine/fair_history.py): `team_gpu_s` is
+    GPU-unit-seconds weighted 2^-(age / half_life_s), at `Snapshot.now`, counting work still
+    running up to now. `since` is when the records start (the window's start if they are older),
+    so a young cluster's capacity is not counted for time it did not exist."""
+
+    half_life_s: float
+    since: float
+    team_gpu_s: tuple[tuple[str, float], ...]
+
+    def __post_init__(self) -> None:
+        if not self.half_life_s > 0:
+            raise ValueError(f"UsageHistory.half_life_s is {self.half_life_s!r}; expected seconds > 0")
+
+
 InFlight = Bind | Preempt | Repartition
 GpuRef = tuple[str, int]  # (node name, GPU index)
 
@@ -172,7 +188,8 @@ class Snapshot:
     again (its resources stay held until the release is confirmed), a Repartition's layout is
     taken as applied but the GPU takes no new work until confirmed. `nominations` are those
     the last plan left in force (Plan.nominations), kept by the backend as the API server keeps
-    a pod's nominatedNodeName; empty where no policy nominates."""
+    a pod's nominatedNodeName; empty where no policy nominates. `usage_history` orders lending and
+    reclaim among teams by fair share over time (Features.fair_history)."""
 
     now: float
     nodes: tuple[Node, ...]
@@ -182,3 +199,4 @@ class Snapshot:
     in_flight: tuple[InFlight, ...]
     spine_oversubscription: float
     nominations: tuple[Nomination, ...]
+    usage_history: UsageHistory

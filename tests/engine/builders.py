@@ -7,6 +7,7 @@ leave out live here, in one place.
 from __future__ import annotations
 
 from scheduling.engine import Allocation, Gpu, Job, MigInstance, Node, Queue, Running, Snapshot
+from scheduling.engine.fair_history import empty_history
 from scheduling.engine.types import PRIORITY_CLASSES, Nomination
 
 MEMORY = {"H100-80GB": 80.0, "A100-80GB": 80.0, "A100-SXM4-40GB": 40.0, "A30-24GB": 24.0,
@@ -60,7 +61,7 @@ def queue(team, guaranteed=0.0, burst_limit=None, weight=1.0) -> Queue:
 
 
 def snap(nodes, pending=(), running=(), queues=(), in_flight=(), now=NOW, spine_oversubscription=1.0,
-         nominations=()):
+         nominations=(), usage_history=None):
     """`queues`: Queue objects or (team, guaranteed[, burst limit[, weight]]) tuples;
     `nominations`: Nomination objects or (job id, [(node, gpu index), ...], priority) tuples."""
     return Snapshot(now=now, nodes=tuple(nodes), pending=tuple(pending),
@@ -69,7 +70,8 @@ def snap(nodes, pending=(), running=(), queues=(), in_flight=(), now=NOW, spine_
                     in_flight=tuple(in_flight), spine_oversubscription=spine_oversubscription,
                     nominations=tuple(n if isinstance(n, Nomination) else
                                       Nomination(job_id=n[0], gpus=tuple(tuple(g) for g in n[1]), priority=n[2])
-                                      for n in nominations))
+                                      for n in nominations),
+                    usage_history=usage_history or empty_history(now))
 
 
 def binds_by_job(plan):

@@ -24,7 +24,8 @@ from ui.demo import demo_load
 
 pytestmark = pytest.mark.django_db
 SNAPSHOT_TYPES = (engine.Snapshot, engine.Node, engine.Gpu, engine.MigInstance, engine.Job, engine.Running,
-                  engine.Queue, engine.Allocation, engine.Bind, engine.Preempt, engine.Repartition)
+                  engine.Queue, engine.Allocation, engine.Bind, engine.Preempt, engine.Repartition,
+                  engine.UsageHistory)
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ names are mapped to row ids. Only tessera's mode is covered: the simulator's tim
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import fields, is_dataclass, replace
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -21,6 +22,7 @@ from decimal import Decimal
 import pytest
 
 from billing.models import Rate
+from billing.services import usage_interval_close, usage_interval_open
 from portal.models import BusinessUnit, Project, Team
 from scheduling import engine
 from scheduling.defaults import defaults_ensure
@@ -54,6 +56,7 @@ def scenario(tmp_path) -> Simulation:
         job("horizon", submit=BASE + 50_000, duration=10, gpus=1, mem=80),
     ])
     sim = Simulation(spec, jobs, "tessera", seed=1, knobs=NO_STALL)
+    sim.backend.ledger = []  # every released member, for the ledger rows (fair share over time)
     # A repartition confirmed at +500 (what the loop does when mig-manager is done)...
     sim.push(BASE + 500, lambda now: sim.backend.set_layout("h100-01", 7, True, [("7g.80gb", 0)], now))
     # ...and "train" stopped at +1000 with time to save (a node drain, say): it resumes at once.
@@ -135,13 +138,21 @@ def _job_rows(sim: Simulation, sim_job) -> Job:
         status=_status(sim_job), progress_s=saved, last_checkpoint_at=when(saved_at), started_at=when(first),
         borrowed=any(m.borrowed for m in sim_job.bound.values()))
     Job.objects.filter(pk=row.pk).update(submitted_at=when(s.submit_s))  # auto_now_add on create
-    for placed in sim_job.bound.values():
+    # What billing's ledger holds (billing/services.py): past runs' placements, ended, then the
+    # current ones, each with its usage interval (fair share over time reads them).
+    past = [(placed, ended) for job_id, placed, ended in sim.backend.ledger if job_id == s.job_id]
+    for placed, ended in past + [(placed, None) for placed in sim_job.bound.values()]:
         for alloc in placed.allocations:
             gpu = Gpu.objects.get(node__name=placed.node, index=alloc.gpu_index)
-            instance = None if alloc.mig_start is None else gpu.mig_instances.get(start_slot=alloc.mig_start)
-            Placement.objects.create(job=row, gpu=gpu, mig_instance=instance, mig_profile=alloc.mig_profile or "",
-                                     share_milli=min(alloc.milli, 1000), memory_gb=alloc.memory_gb,
-                                     started_at=when(placed.since))
+            instance = None if alloc.mig_start is None or ended is not None else \
+                gpu.mig_instances.get(start_slot=alloc.mig_start)
+            placement = Placement.objects.create(
+                job=row, gpu=gpu, mig_instance=instance, mig_profile=alloc.mig_profile or "",
+                share_milli=min(alloc.milli, 1000), memory_gb=alloc.memory_gb, started_at=when(placed.since),
+                ended_at=when(ended), end_reason="preempted" if ended is not None else "")
+            usage_interval_open(placement=placement, at=when(placed.since))
+            if ended is not None:
+                usage_interval_close(placement=placement, at=when(ended), reason="preempted")
     return row
 
 
@@ -193,6 +204,9 @@ def differences(sim, live, path: str) -> list[str]:
         if len(sim) != len(live):
             return [f"{path}: simulator has {len(sim)}, live {len(live)}: {sim!r} / {live!r}"]
         return [d for i, (a, b) in enumerate(zip(sim, live, strict=True)) for d in differences(a, b, f"{path}[{i}]")]
+    if ".usage_history.team_gpu_s" in path and isinstance(sim, float) and isinstance(live, float):
+        # The ledger keeps a MIG instance's GPU fraction to 6 places (3/7 -> 0.428571).
+        return [] if math.isclose(sim, live, rel_tol=1e-6) else [f"{path}: simulator {sim!r}, live {live!r}"]
     return [] if sim == live else [f"{path}: simulator {sim!r}, live {live!r}"]
 
 
@@ -219,6 +233,8 @@ def test_the_scenario_holds_what_the_comparison_needs(both):
     assert running[ids["train"]].job.last_checkpoint_at > running[ids["train"]].started_at
     assert pending[ids["resume"]].expected_runtime_s < 20_000
     assert simulated.in_flight == ()
+    # Fair share over time: the ledger holds a past run ("train" stopped at +1000) and open ones.
+    assert {team for team, _ in simulated.usage_history.team_gpu_s} and simulated.usage_history.since == BASE
 
 
 def test_the_live_snapshot_carries_every_field_the_simulator_gives_the_engine(both):

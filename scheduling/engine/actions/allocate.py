@@ -27,14 +27,15 @@ def allocate(session: Session) -> None:
     for job in ordered(session, session.waiting()):
         if place(session, job, allow_borrow=False) == OVER_QUOTA:
             deferred.append(job)
-    # Burst: only now, so that every team's guaranteed work went first.
-    for job in ordered(session, deferred):
+    # Burst: only now, so that every team's guaranteed work went first; with fair_history the
+    # team least over its share over time borrows first (fair_history.py).
+    for job in ordered(session, deferred, lending=True):
         place(session, job, allow_borrow=True)
     # Fair share decides who borrows first, not whether idle GPUs may be used: GPUs that no
     # job within its share could take are lent beyond it (still borrowed, so a guarantee can
     # reclaim them). Without this, a team whose jobs do not fit leaves its share idle.
     held_back = [j for j in deferred if session.reasons.get(j.id, ("",))[0] == WaitingReason.FAIR_SHARE]
-    for job in ordered(session, held_back):
+    for job in ordered(session, held_back, lending=True):
         if place(session, job, allow_borrow=True, fair=False) == NO_FIT:
             session.reasons.pop(job.id, None)  # what it lacks now is room, not its share
 

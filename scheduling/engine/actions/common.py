@@ -6,6 +6,7 @@ import heapq
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
+from ..fair_history import ratio, share_weights, usage_shares
 from ..fairshare import TeamDemand, deserved_shares
 from ..memory import share_milli, smallest_profile
 from ..mig import geometry_for
@@ -32,11 +33,12 @@ def overall_key(job: Job) -> tuple[int, float, str]:
     return (-job.priority, job.submitted_at, job.id)
 
 
-def ordered(session: Session, jobs: Iterable[Job]) -> Iterator[Job]:
+def ordered(session: Session, jobs: Iterable[Job], lending: bool = False) -> Iterator[Job]:
     """Jobs in scheduling order. With fair share, teams take turns by weighted usage (the
     least served team first) among heads of equal class, each team's line in its lead's order
     when the policy has `team_order` (else class-then-FIFO); without fair share plain
-    class-then-FIFO."""
+    class-then-FIFO. `lending` (GPUs lent beyond guarantees) with `fair_history`: among heads of
+    equal class the team least over its share over time goes first (fair_ratio)."""
     if not session.features.fairshare:
         yield from sorted(jobs, key=overall_key)
         return
@@ -44,18 +46,36 @@ def ordered(session: Session, jobs: Iterable[Job]) -> Iterator[Job]:
     queues: dict[str, list[Job]] = {}
     for job in sorted(jobs, key=in_team, reverse=True):
         queues.setdefault(job.team, []).append(job)  # a stack: next job at the end
-    heap = [_entry(session, team, q[-1]) for team, q in queues.items()]
+    by_history = lending and session.features.fair_history
+    heap = [_entry(session, team, q[-1], by_history) for team, q in queues.items()]
     heapq.heapify(heap)
     while heap:
-        _, _, team = heapq.heappop(heap)
+        team = heapq.heappop(heap)[-1]
         yield queues[team].pop()
-        if queues[team]:
-            heapq.heappush(heap, _entry(session, team, queues[team][-1]))
+        if queues[team]:  # the team's ratio now counts what it was just given (entry penalty)
+            heapq.heappush(heap, _entry(session, team, queues[team][-1], by_history))
 
 
-def _entry(session: Session, team: str, head: Job) -> tuple[int, float, str]:
+def _entry(session: Session, team: str, head: Job, by_history: bool) -> tuple[int, float, float, str]:
     weight = max(session.queue(team).weight, 1e-9)
-    return (-head.priority, session.usage.get(team, 0.0) / weight, team)
+    over = fair_ratio(session, team) if by_history else 0.0
+    return (-head.priority, over, session.usage.get(team, 0.0) / weight, team)
+
+
+def fair_ratio(session: Session, team: str) -> float:
+    """The team's use over its share (fair_history.py): decayed past use plus the entry penalty
+    of what it holds now, which rises as this cycle gives it more."""
+    if session.fair_basis is None:
+        gpus = float(capacity(session))
+        session.fair_basis = (usage_shares(session.snapshot.usage_history, gpus, session.now),
+                              share_weights(session.queues.values()), gpus)
+    used, shares, gpus = session.fair_basis
+    return ratio(used.get(team, 0.0) + session.entry.get(team, 0.0) / max(gpus, 1e-9), shares.get(team, 0.0))
+
+
+def capacity(session: Session) -> int:
+    """Healthy GPUs on ready nodes: what can be lent this cycle."""
+    return sum(1 for n in session.nodes.values() if n.ready for g in n.gpus if g.healthy)
 
 
 def min_units(session: Session, job: Job) -> float:
@@ -82,14 +102,12 @@ def deserved(session: Session) -> dict[str, float]:
         demand: dict[str, float] = dict(session.usage)
         for job in session.waiting():
             demand[job.team] = demand.get(job.team, 0.0) + min_units(session, job)
-        capacity = sum(1 for n in session.nodes.values() if n.ready
-                       for g in n.gpus if g.healthy)
         teams = {}
         for team in sorted(set(demand) | set(session.queues)):
             q = session.queue(team)
             teams[team] = TeamDemand(q.guaranteed_gpus, q.burst_limit_gpus, q.weight,
                                      demand.get(team, 0.0))
-        session.deserved = deserved_shares(capacity, teams)
+        session.deserved = deserved_shares(capacity(session), teams)
     return session.deserved
 
 

@@ -21,7 +21,7 @@ from ..nominations import nominate as hold_for
 from ..placement import allowed_models, as_whole
 from ..plan import Preempt
 from ..reasons import PreemptReason, WaitingReason
-from .common import burst_refusal, min_units, ordered, request_shape, within_guarantee
+from .common import burst_refusal, fair_ratio, min_units, ordered, request_shape, within_guarantee
 from .gang_victims import Cost, fits_now, freeable_gpus, gang_nodes, gang_victims, per_node_gpus, shortest_prefix
 
 if TYPE_CHECKING:
@@ -85,11 +85,29 @@ def _evict_for(session: Session, eligible: Eligible, reason: PreemptReason, need
         if not pool:
             continue
         attempts -= 1
-        victims = _victims_under_reservations(session, job, pool)
+        victims = (_most_over_first(session, job, pool) if need_guarantee
+                   else _victims_under_reservations(session, job, pool))
         if victims:
             nominate(session, job, victims, reason)
         else:
             failed.add(key)
+
+
+def _most_over_first(session: Session, job: Job, pool: list[Member]) -> list[str] | None:
+    """reclaim with fair_history: borrowed GPUs come back first from the teams most over their
+    share over time; the next teams' join the pool only when those free too little (1, 2, 4...
+    teams, so a cycle with many teams still tries only a few pools)."""
+    teams = sorted({m.team for m in pool})
+    if not session.features.fair_history or len(teams) < 2:
+        return _victims_under_reservations(session, job, pool)
+    teams.sort(key=lambda t: -fair_ratio(session, t))  # stable: ties by name
+    size = 1
+    while True:
+        chosen = set(teams[:size])
+        victims = _victims_under_reservations(session, job, [m for m in pool if m.team in chosen])
+        if victims or size >= len(teams):
+            return victims
+        size *= 2
 
 
 def _victims_under_reservations(session: Session, job: Job, pool: list[Member]) -> list[str] | None:

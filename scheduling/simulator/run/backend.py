@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from scheduling.engine.types import PRIORITY_CLASSES, PRODUCTION, Job, Queue, Running, Snapshot
+from scheduling.engine.fair_history import HALF_LIFE_S, decay, decayed_gpu_s
+from scheduling.engine.types import PRIORITY_CLASSES, PRODUCTION, Job, Queue, Running, Snapshot, UsageHistory
 
 from .cluster import NodeInfo, allocation_memory, allocation_units, engine_node
 from .jobs import WAITING, Member, SimJob
@@ -32,6 +33,14 @@ class Backend:
         self.max_per_node = max(g.gpus_per_node for g in spec.groups)
         self.min_gpu_memory = min(g.gpu_memory_gb for g in spec.groups)
         self.pods: dict[str, tuple[SimJob, int]] = {}  # engine job id -> (job, member)
+        # Fair share over time, as the live ledger gives it (scheduling/usage_history.py): per team
+        # the decayed GPU-seconds of released members, as of the time beside it; `since` is the
+        # first bind (the live side: the first usage interval in the window).
+        self.half_life_s = HALF_LIFE_S
+        self.used: dict[str, tuple[float, float]] = {}
+        self.since: float | None = None
+        # Tests that mirror the simulator into ledger rows set a list: (job, member, released) each.
+        self.ledger: list[tuple[str, Member, float]] | None = None
         for name in infos:
             self.add_node(name, None)
 
@@ -97,14 +106,20 @@ class Backend:
                 job.doomed = True  # the memory is not there: this pod fails with OOM
             self.residents.setdefault(key, {})[(job.spec.job_id, member)] = 0.0 if job.doomed else need
         placed = Member(node, tuple(allocations), now, borrowed, units, waste)
+        self.since = now if self.since is None else self.since
         job.bound[member] = placed
         space = self.namespace(job)
         self.team_units[space] = self.team_units.get(space, 0.0) + units
         job.engine_jobs = None
         return placed
 
-    def release(self, job: SimJob, member: int) -> Member:
+    def release(self, job: SimJob, member: int, now: float) -> Member:
         placed = job.bound.pop(member)
+        before, at = self.used.get(job.spec.team, (0.0, now))
+        self.used[job.spec.team] = (before * decay(now - at, self.half_life_s)
+                                    + decayed_gpu_s(placed.units, placed.since, now, now, self.half_life_s), now)
+        if self.ledger is not None:
+            self.ledger.append((job.spec.job_id, placed, now))
         for alloc in placed.allocations:
             if alloc.mig_profile is not None:
                 inst = self.layouts.get(placed.node, {}).get(alloc.gpu_index, {}).get(alloc.mig_start)
@@ -214,5 +229,16 @@ class Backend:
         return Snapshot(now=now, nodes=self.nodes(), pending=tuple(pending), running=tuple(running),
                         queues=self.queues, in_flight=tuple(in_flight),
                         spine_oversubscription=self.spec.spine_oversubscription,
-                        nominations=tuple(nominations))
+                        nominations=tuple(nominations), usage_history=self.usage_history(now, running))
+
+    def usage_history(self, now: float, running: list[Running]) -> UsageHistory:
+        """Released work decayed to now, plus running members up to now (the live ledger counts
+        open intervals the same way)."""
+        h = self.half_life_s
+        used = {team: value * decay(now - at, h) for team, (value, at) in self.used.items()}
+        for run in running:
+            units = sum(allocation_units(self.infos[run.node].group, a) for a in run.allocations)
+            used[run.job.team] = used.get(run.job.team, 0.0) + decayed_gpu_s(units, run.started_at, now, now, h)
+        return UsageHistory(half_life_s=h, since=now if self.since is None else self.since,
+                            team_gpu_s=tuple(sorted((t, v) for t, v in used.items() if v > 0)))
 

@@ -247,7 +247,7 @@ class Simulation:
             self.meter.counts["lost_gpu_s"] += lost_wall * units
             job.ran_before = True
         for member in list(job.bound):
-            placed = self.backend.release(job, member)
+            placed = self.backend.release(job, member, now)
             self.meter.hold(placed.since, now, placed.units, placed.waste_gb,
                             self.infos[placed.node].on_demand_price)
             if placed.node in self.bills:
