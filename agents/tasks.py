@@ -5,13 +5,17 @@ cluster API briefly away) retry with exponential backoff."""
 
 from __future__ import annotations
 
+import logging
+
 from celery import shared_task
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from agents import actions, runtime, services
 from agents.backends.base import TransientBackendError
+from agents.waiting_events import waiting_events_record
 
+log = logging.getLogger(__name__)
 TRANSIENT = (OperationalError, InterfaceError, OSError, TimeoutError, TransientBackendError)
 RETRYING = {"autoretry_for": TRANSIENT, "retry_backoff": True, "retry_backoff_max": 60, "retry_jitter": True,
             "max_retries": 8, "acks_late": True}
@@ -41,7 +45,18 @@ def poll_agents(self) -> dict:
 @shared_task(bind=True, name="agents.run_cycle", **RETRYING)
 def run_cycle(self) -> dict:
     result = services.cycle_run(dispatch=_dispatcher(self))
+    if result["ran"] and settings.TESSERA_BACKEND == "kubernetes":
+        _waiting_events()
     return {key: value for key, value in result.items() if key != "summary"}
+
+
+def _waiting_events() -> None:
+    """After the cycle's transaction: why jobs wait, as Events. Never fails the cycle (a retry of
+    the task would run the cycle again for a courtesy)."""
+    try:
+        waiting_events_record(runtime.backend())
+    except Exception:  # noqa: BLE001
+        log.warning("Waiting events not recorded", exc_info=True)
 
 
 @shared_task(bind=True, name="agents.execute_action", **RETRYING)

@@ -226,6 +226,10 @@ class Backend(Protocol):
     def repartition_state(self, node_name: str) -> RepartitionState:
         """Where the node's last repartition stands."""
 
+    def record_waiting(self, job_id: str, namespace: str, reason_code: str, message: str, count: int) -> bool:
+        """Tell the cluster why a job waits, the `count`th time for this reason; False when it
+        cannot (or has nowhere to say it). Never raises: a courtesy, as Events are."""
+
     def poll_observations(self) -> list[JobObservation]:
         """Every pod of ours now: the full picture, to reconcile against."""
 

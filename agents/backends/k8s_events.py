@@ -59,6 +59,29 @@ class PodEvents:
             return None
         return name
 
+    def record_waiting(self, job_id: str, namespace: str, reason_code: str, message: str, count: int) -> bool:
+        """Say why a job without pods waits (m.waiting_event_manifest). `count` is how many times it
+        has waited for this reason (the caller keeps that): above 1, the event exists and is
+        raised to it; at 1, an existing one (a lost count) is left as it is. False when refused."""
+        at = _now()
+        body = m.waiting_event_manifest(job_id=job_id, namespace=namespace, reason_code=reason_code,
+                                        message=message, at=at, instance=self.instance, count=count)
+        try:
+            try:
+                self.core.create_namespaced_event(namespace, body, _request_timeout=self.timeout_s)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+                if count > 1:
+                    patch = {"count": count, "lastTimestamp": at, "message": body["message"]}
+                    self.core.patch_namespaced_event(body["metadata"]["name"], namespace, patch,
+                                                     _content_type=MERGE_PATCH, _request_timeout=self.timeout_s)
+        except Exception as exc:  # noqa: BLE001 - an event must never fail the cycle that found the reason
+            log.warning("Waiting event for job %s in %s not recorded: %s", job_id, namespace,
+                        getattr(exc, "reason", None) or exc)
+            return False
+        return True
+
     def _remember(self, name: str, count: int) -> None:
         self._counts[name] = count
         self._counts.move_to_end(name)

@@ -255,3 +255,24 @@ def event_manifest(*, pod: Mapping[str, str], reason: str, message: str, warning
         "source": {"component": EVENT_COMPONENT}, "reportingComponent": EVENT_COMPONENT,
         "reportingInstance": instance[:128], "firstTimestamp": at, "lastTimestamp": at, "count": 1,
     }
+
+
+# A portal job that waits has no pod yet: its Waiting events name the job itself. No such resource
+# exists in the cluster (nothing checks an involvedObject); `kubectl get events -n <team>` lists them.
+WAITING_OBJECT = {"apiVersion": "tessera.io/v1", "kind": "TesseraJob"}
+
+
+def waiting_event_manifest(*, job_id: str, namespace: str, reason_code: str, message: str, at: str,
+                           instance: str, count: int = 1) -> dict:
+    """The Event that says why job `job_id` waits: reason `Waiting`, the engine's sentence, one per
+    (job, reason code), so a return to an earlier reason raises that event's count."""
+    name = _check(f"tessera-job-{job_id}.waiting-{reason_code}", _DNS_SUBDOMAIN, 253, "event name")
+    return {
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": name, "namespace": namespace,
+                     "labels": {LABEL_MANAGED_BY: MANAGED_BY, LABEL_JOB: job_id}},
+        "involvedObject": {**WAITING_OBJECT, "name": f"job-{job_id}", "namespace": namespace},
+        "reason": "Waiting", "message": message[:EVENT_MESSAGE_MAX], "type": "Normal",
+        "source": {"component": EVENT_COMPONENT}, "reportingComponent": EVENT_COMPONENT,
+        "reportingInstance": instance[:128], "firstTimestamp": at, "lastTimestamp": at, "count": count,
+    }

@@ -221,6 +221,13 @@ class KubernetesBackend(MigLabels):
             raise
         return Outcome.DONE
 
+    def record_waiting(self, job_id: str, namespace: str, reason_code: str, message: str, count: int) -> bool:
+        try:
+            self._allowed_namespace(namespace)
+        except Refused:
+            return False
+        return self.events.record_waiting(job_id, namespace, reason_code, message, count)
+
     # -- MIG -------------------------------------------------------------------------------
 
     @_api_errors

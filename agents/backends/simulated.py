@@ -239,6 +239,9 @@ class SimulatedBackend:
             mig = state["nodes"][node_name]["mig"]
             return RepartitionState(node_name, mig.get("config"), RepartitionPhase(mig.get("phase", "unknown")))
 
+    def record_waiting(self, job_id: str, namespace: str, reason_code: str, message: str, count: int) -> bool:
+        return False  # the demo's pages say why a job waits; there is no cluster to tell
+
     def poll_observations(self) -> list[JobObservation]:
         """The pods; the workloads also confirm what they saved since (see Confirm)."""
         with self._state(write=False) as state:
