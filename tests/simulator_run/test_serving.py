@@ -60,3 +60,17 @@ def test_the_simulation_credits_a_declared_need(tmp_path):
     r = run_policy(spec, jobs, "k8s-default", seed=1)[0]
     assert r["gpu_allocation"] == pytest.approx(1.0, abs=1e-3)
     assert r["gpu_utilization"] == pytest.approx(0.5 / H100, abs=1e-3)
+
+
+def test_shares_of_one_gpu_never_count_for_more_than_it(tmp_path):
+    # Four 20 GB notebooks on one 80 GB H100, memory-bounded shares of a quarter each: each needs
+    # a 2g.20gb slice's compute (2/7), but together they hold one GPU, so they count for at most
+    # one (times the share's efficiency), never 4 x 2/7.
+    doc = cluster_doc(groups=[group(gpus=1, mig_capable=False)])
+    rows = [job(f"nb-{i}", duration=7200, gpus=0, mem=20, kind="interactive", priority="interactive")
+            for i in range(4)] + [job("end", submit=3600, gpus=0, mem=1, kind="batch")]
+    spec, jobs = load(tmp_path, doc, rows)
+    r = run_policy(spec, jobs, "volcano", seed=1)[0]
+    assert r["gpu_allocation"] == pytest.approx(1.0, abs=1e-3)
+    assert r["gpu_utilization"] <= r["gpu_allocation"]
+    assert r["gpu_utilization"] == pytest.approx(0.925, abs=1e-3)

@@ -19,7 +19,7 @@ from .jobs import BACKOFF, DONE, RUNNING, STOPPING, WAITING, SimJob, member_layo
 from .knobs import DEFAULT_KNOBS, Knobs
 from .measure import Meter, NodeBill
 from .policies import SHARE_EFFICIENCY, mode_for
-from .serving import credit
+from .serving import credit, slice_fraction
 from .spec import ClusterSpec, JobSpec
 
 
@@ -189,10 +189,16 @@ class Simulation:
     def member_need(self, job: SimJob, group, allocations) -> float:
         """GPUs a member counts for at full efficiency: a serving replica that declares its
         throughput need what it can serve of it there (serving.py); else whole-GPU jobs their
-        GPUs, sub-GPU jobs the compute share of the smallest MIG slice holding their memory."""
+        GPUs, sub-GPU jobs the compute share of the smallest MIG slice holding their memory, capped
+        at the share of the GPU they hold (serving.slice_fraction)."""
         if job.spec.kind == "inference" and job.spec.gpu_need is not None:
             return credit(job.spec.gpu_need / job.members, group.gpu_model, allocations)
-        return job.per_member_gpus if job.spec.gpus else need_units(job.spec, group)
+        if job.spec.gpus:
+            return job.per_member_gpus
+        # Never more than the compute it holds: four 20 GB notebooks sharing one 80 GB GPU count
+        # for that GPU at most, not 4 x 2/7 of one (a 2g.20gb slice's compute share each).
+        held = sum(slice_fraction(group.gpu_model, a) for a in allocations)
+        return min(need_units(job.spec, group), held)
 
     def restart_stall(self, job: SimJob) -> float:
         """Pod start plus checkpoint (or model weights) restore: log-uniform over the knobs'
