@@ -19,7 +19,7 @@ from .jobs import BACKOFF, DONE, RUNNING, STOPPING, WAITING, SimJob, member_layo
 from .knobs import DEFAULT_KNOBS, Knobs
 from .measure import Meter, NodeBill
 from .policies import SHARE_EFFICIENCY, mode_for
-from .serving import credit, slice_fraction
+from .serving import credit
 from .spec import ClusterSpec, JobSpec
 
 
@@ -165,7 +165,7 @@ class Simulation:
             group = self.infos[placed.node].group
             indices = placement.setdefault(placed.node, [group, []])[1]
             indices.extend(a.gpu_index for a in placed.allocations)
-            need += self.member_need(job, group, placed.allocations)
+            need += self.member_need(job, group, placed)
             alloc = placed.allocations[0]
             if not job.spec.gpus and alloc.milli < 1000:
                 share = "mig" if alloc.mig_profile else "timeslice" if self.mode.timeslice else "share"
@@ -186,19 +186,18 @@ class Simulation:
                 self.meter.eta(job.spec.kind, self.first_eta[job.spec.job_id], now)
         self.push(job.run_since + job.remaining_wall(), self.on_finish, job, job.epoch)
 
-    def member_need(self, job: SimJob, group, allocations) -> float:
+    def member_need(self, job: SimJob, group, placed) -> float:
         """GPUs a member counts for at full efficiency: a serving replica that declares its
         throughput need what it can serve of it there (serving.py); else whole-GPU jobs their
-        GPUs, sub-GPU jobs the compute share of the smallest MIG slice holding their memory, capped
-        at the share of the GPU they hold (serving.slice_fraction)."""
+        GPUs, sub-GPU jobs the compute share of the smallest MIG slice holding their memory,
+        capped at the GPU share they hold (the same units as allocation)."""
         if job.spec.kind == "inference" and job.spec.gpu_need is not None:
-            return credit(job.spec.gpu_need / job.members, group.gpu_model, allocations)
+            return credit(job.spec.gpu_need / job.members, group.gpu_model, placed.allocations)
         if job.spec.gpus:
             return job.per_member_gpus
-        # Never more than the compute it holds: four 20 GB notebooks sharing one 80 GB GPU count
-        # for that GPU at most, not 4 x 2/7 of one (a 2g.20gb slice's compute share each).
-        held = sum(slice_fraction(group.gpu_model, a) for a in allocations)
-        return min(need_units(job.spec, group), held)
+        # Never more than it holds: four 20 GB notebooks sharing one 80 GB GPU count for that
+        # GPU at most, not 4 x 2/7 of one (a 2g.20gb slice's compute share each).
+        return min(need_units(job.spec, group), placed.units)
 
     def restart_stall(self, job: SimJob) -> float:
         """Pod start plus checkpoint (or model weights) restore: log-uniform over the knobs'
