@@ -14,6 +14,7 @@ from portal.models import Membership, Project, Team
 from scheduling import services, sizing
 from scheduling.selectors import cluster_gpu_models, priority_classes_for, team_queue
 from ui import cluster_view, live, selectors
+from ui.fair_share import team_fair_share
 from ui.forms import JobSubmitForm, PriorityForm, SizingForm
 
 # The charts have hourly buckets, so a minute-old copy loses nothing and saves two heavy queries.
@@ -53,6 +54,8 @@ def dashboard(request, team):
         "version": version, "cache_s": freshness.TEAM_CACHE_S,
         "running": selectors.team_running(team, live.DASHBOARD_ROWS),
         "queue": team_queue(team, live.DASHBOARD_ROWS),
+        # Use changes slowly: a minute-old sentence is as true, and the ledger query runs once a minute.
+        "fair_share": cache.get_or_set(f"portal:fairshare:{team.pk}", lambda: team_fair_share(team), CHART_CACHE_S),
     }
     return render(request, "ui/dashboard.html", context)
 
