@@ -12,6 +12,7 @@ import math
 from collections import defaultdict
 from datetime import datetime
 
+from django.conf import settings
 from django.db.models import Max, Prefetch
 from django.utils import timezone
 
@@ -47,7 +48,7 @@ def build_snapshot(now: datetime | None = None) -> engine.Snapshot:
         now=now.timestamp(), nodes=nodes, pending=pending, running=running, queues=_queues(),
         in_flight=_in_flight(), spine_oversubscription=_spine_oversubscription(),
         nominations=(),  # the live policies do not nominate (Features.nominate: baselines only)
-        usage_history=usage_history_at(now))
+        usage_history=usage_history_at(now), clock_speed=settings.TESSERA_CLOCK_SPEED)
 
 
 def member_shape(total_gpus: int, max_node_gpus: int) -> tuple[int, int]:

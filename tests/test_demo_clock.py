@@ -11,7 +11,9 @@ from agents import embedded
 from scheduling import engine
 from scheduling.apply import _write_pending_info
 from scheduling.engine.reasons import WaitingReason
+from scheduling.engine.snapshot_io import snapshot_from_dict, snapshot_to_dict
 from scheduling.models import Job
+from scheduling.snapshot import build_snapshot
 from ui.demo import demo_load
 from ui.management.commands import demo
 
@@ -41,3 +43,21 @@ def test_the_demo_shows_the_wait_on_the_wall_clock(settings, monkeypatch):
     demo.start_loops()
     assert started and live_settings.TESSERA_CLOCK_SPEED == embedded.DEMO_CONFIG.speed == 60.0
     assert _estimate(7 * 3600) == timedelta(minutes=7)
+
+
+def test_the_snapshot_carries_the_clock_its_sentences_speak(settings):
+    # The waiting reasons agree with the estimated start beside them: both in the time people wait.
+    demo_load()
+    settings.TESSERA_CLOCK_SPEED = 60.0
+    snapshot = build_snapshot()
+    assert snapshot.clock_speed == 60.0
+    assert snapshot_from_dict(snapshot_to_dict(snapshot)).clock_speed == 60.0
+    settings.TESSERA_CLOCK_SPEED = 1.0
+    assert build_snapshot().clock_speed == 1.0
+
+
+def test_a_dump_made_before_the_clock_reads_as_a_real_cluster(settings):
+    demo_load()
+    document = snapshot_to_dict(build_snapshot())
+    del document["snapshot"]["clock_speed"]
+    assert snapshot_from_dict(document).clock_speed == 1.0

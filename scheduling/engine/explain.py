@@ -20,7 +20,7 @@ from .plan import PendingInfo
 from .reasons import WaitingReason
 from .tiers import tier_order
 from .types import Job
-from .wording import gpu_count, gpus
+from .wording import gpu_count, gpus, wait
 
 ReleaseCurve = tuple[float, float, list[float], list[float]]  # free, total, ends, units freed by then
 
@@ -247,9 +247,7 @@ def _slice_reason(session: Session, job: Job, models: Models) -> Reason:
 
 
 def _in(session: Session, at: float) -> str:
-    minutes = max(0, round((at - session.now) / 60))
-    return "now" if minutes == 0 else f"in ~{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 \
-        else f"in ~{minutes} min"
+    return wait(at - session.now, session.snapshot.clock_speed)
 
 
 def _reservation_text(session: Session, job: Job, held: Reservation) -> str:
@@ -272,7 +270,7 @@ def _held_note(session: Session, job: Job, models: Models) -> str:
                 holders[res.holder] = (free, res.at)
     if not holders:
         return ""
-    parts = [f"{n} held for {h} from {_in(session, at)}" for h, (n, at) in sorted(holders.items())]
+    parts = [f"{n} held for {h}, which starts {_in(session, at)}" for h, (n, at) in sorted(holders.items())]
     return f"; free GPUs reserved for other jobs: {'; '.join(parts[:3])} (it would still be running)"
 
 

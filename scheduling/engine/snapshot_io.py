@@ -39,7 +39,8 @@ def snapshot_from_dict(document: dict[str, Any]) -> Snapshot:
         nominations=tuple(Nomination(job_id=n["job_id"], gpus=tuple((g[0], g[1]) for g in n["gpus"]),
                                      priority=n["priority"])
                           for n in data.get("nominations", ())),  # absent from dumps made before
-        usage_history=_usage_history(data.get("usage_history"), data["now"]))  # also absent before
+        usage_history=_usage_history(data.get("usage_history"), data["now"]),  # also absent before
+        clock_speed=data.get("clock_speed", 1.0))  # and this
 
 
 def snapshot_dump(snapshot: Snapshot, path: Path) -> None:

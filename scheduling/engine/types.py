@@ -189,7 +189,9 @@ class Snapshot:
     taken as applied but the GPU takes no new work until confirmed. `nominations` are those
     the last plan left in force (Plan.nominations), kept by the backend as the API server keeps
     a pod's nominatedNodeName; empty where no policy nominates. `usage_history` orders lending and
-    reclaim among teams by fair share over time (Features.fair_history)."""
+    reclaim among teams by fair share over time (Features.fair_history). `clock_speed`: seconds of
+    the cluster's work per second people wait, 1 on a real cluster; the embedded demo's simulated
+    cluster runs faster, and the waits its sentences speak are divided by it (wording.wait)."""
 
     now: float
     nodes: tuple[Node, ...]
@@ -200,3 +202,8 @@ class Snapshot:
     spine_oversubscription: float
     nominations: tuple[Nomination, ...]
     usage_history: UsageHistory
+    clock_speed: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.clock_speed > 0:
+            raise ValueError(f"Snapshot.clock_speed is {self.clock_speed!r}; expected a speed > 0")
