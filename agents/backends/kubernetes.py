@@ -150,10 +150,12 @@ class KubernetesBackend(MigLabels):
                 for item in items]
 
     def _devices_held_by_others(self) -> dict[str, dict[str, int]]:
-        """One list of the bound, unfinished pods: the server filters by field, we by label (a
-        DaemonSet's or another scheduler's pod carries no label we could select on)."""
+        """One list of the bound, unfinished pods that are not Tessera's: the server filters both
+        (a label that must be absent is a selector too), so where most pods are ours, as on a
+        Tessera cluster, they do not cross the wire each poll; devices_held_by_others checks again."""
         pods = self.core.list_pod_for_all_namespaces(
             field_selector="spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed",
+            label_selector=f"!{m.LABEL_JOB}",
             _request_timeout=self.config.request_timeout_s,
         )
         return devices_held_by_others(pods.items)

@@ -113,8 +113,13 @@ def test_inventory_counts_gpus_other_pods_hold_and_reads_allocatable(backend, ku
     kube.set_pod_phase("other", "done", "Succeeded")
     kube.add_pod("other", other_pod("unbound", None, 4, phase="Pending"))
     kube.add_pod("other", other_pod("ours", "gpu-01", 1, labels={"tessera.io/job-id": "7"}))
+    listed = []
+    list_pods = kube.list_pods
+    kube.list_pods = lambda query, body, ns=None: listed.append(list_pods(query, body, ns)[1]) or (200, listed[-1])
     (node,) = backend.inventory()
     assert (node.gpu_count, node.allocatable_gpus, node.gpus_used_outside, node.mig_capable) == (8, 6, 2, True)
+    # Our own pods stay on the server (the fake filters by label only; the real one by field too).
+    assert "ours" not in {pod["metadata"]["name"] for pod in listed[0]["items"]}
 
 
 def device_pod(name: str, node: str, limits: dict[str, str], labels: dict | None = None) -> dict:
