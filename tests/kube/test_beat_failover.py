@@ -6,76 +6,34 @@ leader and it hands the Lease over as it exits, so a third sends within a retry 
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
 import uuid
 
 import pytest
 import redis
 from django.conf import settings
-from kubernetes import client
 
 from agents import leadership, metrics
-from tests.kube.control_plane import ROOT
-
-SENT = "Sending due task run-cycle"
-
-
-class Beat:
-    def __init__(self, name: str, env: dict, folder):
-        self.name, self.log = name, folder / f"{name}.log"
-        with open(self.log, "wb") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "tessera", "beat", "--loglevel", "INFO",
-                 "--schedule", str(folder / f"{name}-schedule")],
-                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-
-    def sent(self) -> int:
-        return self.log.read_text(errors="replace").count(SENT)
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait()
-
-
-def holder(admin, lease: str) -> str:
-    try:
-        return client.CoordinationV1Api(admin).read_namespaced_lease(lease, "tessera-system").spec.holder_identity
-    except client.exceptions.ApiException:
-        return ""
-
-
-def wait_for(condition, timeout: float) -> float:
-    started = time.monotonic()
-    while not condition():
-        assert time.monotonic() - started < timeout, "timed out"
-        time.sleep(0.1)
-    return time.monotonic() - started
+from tests.kube.beats import Beat, beat_env, holder, seconds_until
 
 
 @pytest.mark.django_db
 def test_only_the_leader_beat_sends_and_a_killed_one_is_replaced(control_plane, kube_admin, tmp_path):
     lease = f"tessera-scheduler-{uuid.uuid4().hex[:6]}"
-    env = dict(os.environ, TESSERA_BACKEND="kubernetes", TESSERA_LEADER_ELECTION="1", TESSERA_LEASE_NAME=lease,
-               TESSERA_KUBECONFIG=str(control_plane.write_kubeconfig(tmp_path / "beat.kubeconfig",
-                                                                     control_plane.beat_token)),
-               REDIS_KEY_PREFIX=settings.REDIS_KEY_PREFIX, LOG_FORMAT="text")
+    env = beat_env(control_plane, tmp_path, lease)
     a = Beat("beat-a", env, tmp_path)
     b = c = None
     try:
-        wait_for(lambda: holder(kube_admin, lease), timeout=60)
+        seconds_until(lambda: holder(kube_admin, lease), timeout=60)
         first = holder(kube_admin, lease)  # beat-a's identity: this host's name and a random suffix
         b = Beat("beat-b", env, tmp_path)
-        wait_for(lambda: a.sent() >= 2, timeout=30)
+        seconds_until(lambda: a.sent() >= 2, timeout=30)
         time.sleep(2 * leadership.RETRY_PERIOD_S)
         assert b.sent() == 0, "a follower sent the schedule"
         a.kill()
         killed = time.monotonic()
-        takeover = wait_for(lambda: b.sent() > 0, timeout=3 * leadership.LEASE_DURATION_S)
+        takeover = seconds_until(lambda: b.sent() > 0, timeout=3 * leadership.LEASE_DURATION_S)
         print(f"\nreal beat processes: first cycle sent by the follower {takeover:.1f} s after the leader's "
               f"SIGKILL (lease {leadership.LEASE_DURATION_S:.0f} s, retry {leadership.RETRY_PERIOD_S:.0f} s)")
         second = holder(kube_admin, lease)
@@ -90,7 +48,7 @@ def test_only_the_leader_beat_sends_and_a_killed_one_is_replaced(control_plane, 
         time.sleep(8.0)  # c is up and following
         assert c.sent() == 0
         b.process.send_signal(signal.SIGTERM)
-        handover = wait_for(lambda: c.sent() > 0, timeout=3 * leadership.LEASE_DURATION_S)
+        handover = seconds_until(lambda: c.sent() > 0, timeout=3 * leadership.LEASE_DURATION_S)
         print(f"after the leader's SIGTERM the next beat sent its first cycle {handover:.1f} s later")
         assert handover <= 2 * leadership.RETRY_PERIOD_S + 1.0
     finally:
