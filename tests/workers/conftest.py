@@ -85,8 +85,8 @@ def wait_for(condition, timeout=PATIENCE_S, every=0.2, what="condition"):
 class Workers:
     """Celery workers in subprocesses, all on one queue private to the test."""
 
-    def __init__(self, state_path: str, env: dict[str, str] | None = None):
-        self.queue = f"workers-{uuid.uuid4().hex[:8]}"
+    def __init__(self, state_path: str, env: dict[str, str] | None = None, queue: str = ""):
+        self.queue = queue or f"workers-{uuid.uuid4().hex[:8]}"  # beat's tests name the queue beat sends to
         self.state_path = state_path
         self.env = {**WORKER_SETTINGS, **(env or {})}  # a real cluster's tests name another backend
         self.processes: list[subprocess.Popen] = []
