@@ -93,7 +93,7 @@ def build_snapshot(nodes: int, pending: int, seed: int) -> Snapshot:
                    for i, t in enumerate(TEAMS))
     return Snapshot(now=NOW, nodes=cluster, pending=build_jobs(pending, rng), running=(), queues=queues,
                     in_flight=(), spine_oversubscription=1.0, nominations=(),
-                    usage_history=empty_history(NOW))
+                    usage_history=empty_history(NOW), clock_speed=1.0)
 
 
 def run_policy(snapshot: Snapshot, policy: str) -> dict:

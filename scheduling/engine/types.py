@@ -202,7 +202,7 @@ class Snapshot:
     spine_oversubscription: float
     nominations: tuple[Nomination, ...]
     usage_history: UsageHistory
-    clock_speed: float = 1.0
+    clock_speed: float
 
     def __post_init__(self) -> None:
         if not self.clock_speed > 0:

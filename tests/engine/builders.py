@@ -71,7 +71,7 @@ def snap(nodes, pending=(), running=(), queues=(), in_flight=(), now=NOW, spine_
                     nominations=tuple(n if isinstance(n, Nomination) else
                                       Nomination(job_id=n[0], gpus=tuple(tuple(g) for g in n[1]), priority=n[2])
                                       for n in nominations),
-                    usage_history=usage_history or empty_history(now))
+                    usage_history=usage_history or empty_history(now), clock_speed=1.0)
 
 
 def binds_by_job(plan):

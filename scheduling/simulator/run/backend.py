@@ -229,7 +229,8 @@ class Backend:
         return Snapshot(now=now, nodes=self.nodes(), pending=tuple(pending), running=tuple(running),
                         queues=self.queues, in_flight=tuple(in_flight),
                         spine_oversubscription=self.spec.spine_oversubscription,
-                        nominations=tuple(nominations), usage_history=self.usage_history(now, running))
+                        nominations=tuple(nominations), usage_history=self.usage_history(now, running),
+                        clock_speed=1.0)  # the simulator words waits in its own time
 
     def usage_history(self, now: float, running: list[Running]) -> UsageHistory:
         """Released work decayed to now, plus running members up to now (the live ledger counts
