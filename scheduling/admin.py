@@ -14,6 +14,7 @@ from scheduling.models import (
     Job,
     JobEvent,
     MigInstance,
+    MigSample,
     NetworkSwitch,
     Node,
     Placement,
@@ -220,6 +221,14 @@ class GpuSampleAdmin(admin.ModelAdmin):
     list_display = ["gpu", "at", "utilization", "memory_used_gb"]
     list_filter = ["gpu__node"]
     raw_id_fields = ["gpu"]
+    date_hierarchy = "at"
+
+
+@admin.register(MigSample)
+class MigSampleAdmin(admin.ModelAdmin):
+    list_display = ["mig_instance", "at", "utilization", "memory_used_gb"]
+    list_filter = ["mig_instance__gpu__node"]
+    raw_id_fields = ["mig_instance"]
     date_hierarchy = "at"
 
 
