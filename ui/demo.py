@@ -59,8 +59,11 @@ def demo_is_loaded() -> bool:
 
 
 @transaction.atomic
-def demo_load() -> list[tuple[str, str, str]]:
-    """Create the demo data; returns (username, password, what they are) for printing."""
+def demo_load(*, workload: bool = False) -> list[tuple[str, str, str]]:
+    """Create the demo data; returns (username, password, what they are) for printing. `workload`:
+    also `make demo`'s busy cluster (ui/demo_workload.py), placed before the billing history, which
+    fills each GPU's past only up to its running job and opens the ledger for every running job
+    (loaded after, those jobs showed GPU-hours but no cost, and overlapped the history)."""
     defaults_ensure(CapacityTier, PriorityClass)
     Group.objects.get_or_create(name=FINANCE_GROUP)
     switches = _create_switches()
@@ -68,6 +71,9 @@ def demo_load() -> list[tuple[str, str, str]]:
     teams = _create_tenancy()
     users = _create_users(teams)
     _create_jobs(teams, users)
+    if workload:
+        from ui.demo_workload import demo_workload_load  # it places jobs through this module's helpers
+        demo_workload_load()
     billing_demo_load()
     return [(u, p, _describe(team, role, staff, finance)) for u, p, team, role, staff, finance in USERS]
 

@@ -109,6 +109,8 @@ def _measured_day(now) -> None:
     for gpu in Gpu.objects.filter(placements__ended_at__isnull=True, mig_enabled=False).distinct() \
             .prefetch_related("placements__job"):
         held = [p for p in gpu.placements.all() if p.ended_at is None]
+        if not held:  # the isnull join also matches a GPU that never held anything (no history yet)
+            continue
         first = max(since, min(p.started_at for p in held))
         serving = all(p.job.kind == "inference" for p in held)
         at, utilisation = first, 0.0

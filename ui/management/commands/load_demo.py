@@ -2,7 +2,6 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from ui.demo import demo_is_loaded, demo_load
-from ui.demo_workload import demo_workload_load
 
 
 class Command(BaseCommand):
@@ -16,8 +15,7 @@ class Command(BaseCommand):
         if demo_is_loaded():
             self.stdout.write("Demo data already loaded.")
             return
-        accounts = demo_load()
-        demo_workload_load()  # what the live demo shows: a busy cluster and a queue from the start
+        accounts = demo_load(workload=True)  # and what the live demo shows: a busy cluster, a queue from the start
         self.stdout.write(self.style.SUCCESS("Demo data loaded. Sign in with (demo only):"))
         for username, password, what in accounts:
             self.stdout.write(f"  {username:<8} {password:<18} {what}")
