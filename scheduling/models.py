@@ -332,6 +332,10 @@ class Job(models.Model):
         return self.status in self.ACTIVE_STATUSES
 
     @property
+    def is_waiting(self) -> bool:
+        return self.status in self.WAITING_STATUSES
+
+    @property
     def allowed_gpu_models(self) -> tuple[str, ...]:
         return tuple(m for m in self.gpu_models.split("|") if m)
 

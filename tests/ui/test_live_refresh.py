@@ -103,3 +103,14 @@ def test_one_guaranteed_gpu_reads_singular(clients, jobs):
     Team.objects.filter(name="alpha").update(guaranteed_gpus=1)
     freshness.teams_changed([jobs["bob_wait"].team_id])
     assert "<dd>1 GPU</dd>" in clients["member"].get("/teams/alpha/live/").json()["stats_html"]
+
+
+@pytest.mark.parametrize("status", ["checkpointing", "running"])
+def test_a_job_holding_gpus_has_no_queue_fields(clients, jobs, status):
+    # A checkpointing job showed "— in team · — overall" and "Why it waits —" (it waits for nothing).
+    job = jobs["bob_wait"]
+    Job.objects.filter(pk=job.pk).update(status=status, started_at=timezone.now())
+    live = clients["member"].get(f"/jobs/{job.pk}/live/").content.decode()
+    assert "Timeline" in live and "Why it waits" not in live and "Estimated start" not in live
+    Job.objects.filter(pk=job.pk).update(status="preempted")
+    assert "Why it waits" in clients["member"].get(f"/jobs/{job.pk}/live/").content.decode()
