@@ -28,3 +28,16 @@ def test_when_writes_the_zone():
 
     assert when(datetime(2026, 12, 4, 10, 17, 59, tzinfo=UTC)) == "2026-12-04 10:17 UTC"
     assert when(None) == ""
+
+
+def test_a_job_started_seconds_ago_started_just_now():
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from ui.templatetags.tessera import ago
+
+    now = timezone.now()
+    assert ago(now - timedelta(seconds=20)) == "just now"  # timesince wrote "0 minutes ago"
+    assert ago(now - timedelta(hours=3, minutes=1, seconds=5)) == "3\xa0hours, 1\xa0minute ago"
+    assert ago(None) == ""

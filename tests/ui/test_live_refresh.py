@@ -114,3 +114,8 @@ def test_a_job_holding_gpus_has_no_queue_fields(clients, jobs, status):
     assert "Timeline" in live and "Why it waits" not in live and "Estimated start" not in live
     Job.objects.filter(pk=job.pk).update(status="preempted")
     assert "Why it waits" in clients["member"].get(f"/jobs/{job.pk}/live/").content.decode()
+
+
+def test_a_job_that_just_started_reads_just_now(clients, jobs):
+    Job.objects.filter(pk=jobs["alpha_run"].pk).update(started_at=timezone.now())
+    assert "<td>just now</td>" in clients["member"].get("/teams/alpha/live/").json()["running_html"]

@@ -4,7 +4,7 @@ from datetime import timedelta
 
 from django import template
 from django.utils import dateformat, timezone
-from django.utils.timesince import timeuntil
+from django.utils.timesince import timesince, timeuntil
 
 from portal import access
 from portal.models import units
@@ -49,6 +49,15 @@ def when(moment) -> str:
     if not moment:
         return ""
     return dateformat.format(timezone.localtime(moment), WHEN_FORMAT)
+
+
+@register.filter
+def ago(moment) -> str:
+    """'3 hours, 1 minute ago'; 'just now' under a minute, where timesince says '0 minutes'."""
+    if not moment:
+        return ""
+    now = timezone.now()
+    return "just now" if (now - moment).total_seconds() < 60 else f"{timesince(moment, now)} ago"
 
 
 NOT_MEASURED = "not measured"
