@@ -345,7 +345,8 @@ def _unconfirmed(pod: dict) -> bool:
 def _saved(pod: dict) -> SavedCheckpoint:
     asked = pod["checkpoint"]
     return SavedCheckpoint(job_id=pod["job_id"], pod_name=pod["name"], checkpoint_id=asked["id"],
-                           step=int(asked["progress_s"]), progress_s=asked["progress_s"], saved_at=asked["saved_at"])
+                           step=simulated_logs.step_at(asked["progress_s"]), progress_s=asked["progress_s"],
+                           saved_at=asked["saved_at"])
 
 
 def _check_free(state: dict, req: BindRequest, node: dict, indexes: list[int]) -> None:
@@ -384,7 +385,7 @@ def _run(pod: dict, now: float, config: dict) -> bool:
     changed = False
     asked = pod["checkpoint"]
     if asked and asked.get("saved_at") is None and now >= asked["asked_at"] + config["checkpoint_save_s"]:
-        asked["saved_at"] = asked["asked_at"] + config["checkpoint_save_s"]  # one step of work a second
+        asked["saved_at"] = asked["asked_at"] + config["checkpoint_save_s"]
         changed = True
     finish_at = pod["started_at"] + (pod["runtime_s"] - pod["resume_s"]) / config["speed"]
     if now >= finish_at and (pod["stop_at"] is None or finish_at < pod["stop_at"]):

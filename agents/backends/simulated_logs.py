@@ -14,6 +14,13 @@ import zlib
 from datetime import UTC, datetime
 
 LINE_EVERY_S = 60.0  # seconds of work between two lines
+STEP_S = 2.0  # seconds of work per training step
+
+
+def step_at(progress_s: float) -> int:
+    """The training step a simulated job has reached after `progress_s` seconds of work: the log's
+    lines and the checkpoints the pod confirms count steps the same way."""
+    return int(progress_s // STEP_S)
 
 
 def pod_log(pod: dict, now: float, speed: float, tail_lines: int, limit_bytes: int) -> str:
@@ -51,7 +58,7 @@ def _line(pod: dict, index: int, speed: float) -> str:
                 f"p50 {latency:.0f} ms, p99 {latency * rng.uniform(2.2, 3.5):.0f} ms, errors 0")
     if kind == "interactive":
         return f"{_stamp(at)} kernel alive, {rng.randint(0, 3)} cells run in the last minute"
-    step = int((pod["resume_s"] + (index + 1) * LINE_EVERY_S) // 2)
+    step = step_at(pod["resume_s"] + (index + 1) * LINE_EVERY_S)
     loss = 2.1 * math.exp(-step / 4000) + 0.9 + rng.uniform(-0.03, 0.03)
     line = f"{_stamp(at)} step {step} loss {loss:.4f} lr 3.0e-04 samples/s {rng.uniform(380, 420):.1f}"
     if (index + 1) % 15 == 0:

@@ -4,7 +4,7 @@ a byte limit, its refusals as words; the simulated cluster's made-up but consist
 import pytest
 
 from agents.backends import BindRequest, Refused
-from agents.backends.base import ENV_GPU_INDEXES, ENV_RUNTIME, TransientBackendError
+from agents.backends.base import ENV_GPU_INDEXES, ENV_RUNTIME, CheckpointRequest, TransientBackendError
 from agents.backends.simulated import SimConfig, SimNode, SimulatedBackend
 from tests.agents.test_kubernetes_backend import _bind, cluster  # noqa: F401 (the fake cluster)
 
@@ -60,3 +60,20 @@ def test_the_simulated_cluster_prints_lines_that_fit_the_job(tmp_path, kind, say
     clock[0] += 3600  # past its runtime: it ended
     assert "exiting: Completed (exit code 0)" in sim.pod_log("search", f"search-7-0-{kind}", 5, 1 << 16)
     assert sim.pod_log("search", "no-such-pod", 5, 1000) is None
+
+
+def test_a_simulated_checkpoint_names_the_step_its_log_printed(tmp_path):
+    # The job page shows both: "checkpoint at step N" from the confirmation and "step N" in the log.
+    clock, saved = [1_000_000.0], []
+    sim = SimulatedBackend(tmp_path / "cluster.json", clock=lambda: clock[0],
+                           confirm=lambda item: saved.append(item) or True)
+    sim.configure(SimConfig(speed=1.0))
+    sim.ensure_node(SimNode(name="h100-01", gpu_model="H100-80GB", gpu_count=8, gpu_memory_mib=81920))
+    sim.bind(_sim_bind("training", runtime_s=3600))
+    clock[0] += 600
+    last_step = sim.pod_log("search", "search-7-0-training", 1, 1 << 16).split()[2]
+    sim.request_checkpoint(CheckpointRequest(job_id="7", pod_name="search-7-0-training", namespace="search",
+                                             checkpoint_id="interval-1"))
+    clock[0] += sim.config().checkpoint_save_s
+    sim.poll_observations()
+    assert [item.step for item in saved] == [int(last_step)]
