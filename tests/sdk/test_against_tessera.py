@@ -6,14 +6,21 @@ import signal
 import pytest
 
 from checkpoints.models import CheckpointConfirmation
-from scheduling.models import JobEvent
+from scheduling.defaults import defaults_ensure
+from scheduling.models import CapacityTier, JobEvent, PriorityClass
 from tessera_checkpoint import Checkpointer, Confirmation, Confirmer
 from tessera_checkpoint.confirm import utc_now
 from tests.checkpoints.conftest import _running
 
-# The live server's thread sees committed rows only; serialized_rollback puts back the rows the
-# migrations seed (capacity tiers), which a transactional test's flush removes.
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+# The live server's thread sees committed rows only, hence a transactional test.
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _defaults(transactional_db):
+    """The tiers and priority classes a migration made, which a previous transactional test's flush
+    removed (serialized_rollback instead clashed with the content types a flush leaves behind)."""
+    defaults_ensure(CapacityTier, PriorityClass)
 
 
 @pytest.fixture
