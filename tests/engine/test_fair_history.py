@@ -163,6 +163,29 @@ def test_the_team_most_over_its_share_gives_back_first(heavy, victim):
     assert plan.preemptions[0].reason == "reclaim"
 
 
+def test_preferring_the_most_over_team_never_stops_more_than_the_plain_choice():
+    """a (far over its share) lends a 16-GPU gang; b lends 2 GPUs. c reclaims 2: b's 2 come back,
+    not a's whole gang. Seen in simulation: 64-GPU gangs stopped for 8-GPU guarantees (issue 18)."""
+    big = job("a-big", team="a", gpus=8, gang_size=2)
+    busy = [running(big, "n1", range(8), borrowed=True), running(big, "n2", range(8), borrowed=True, member=1),
+            running(job("b-own", team="b", gpus=6), "n3", range(6)),
+            running(job("b-lent", team="b", gpus=2), "n3", [6, 7], borrowed=True)]
+    plan = schedule(snap([node("n1"), node("n2"), node("n3")], [job("c1", team="c", gpus=2)], busy,
+                         queues=[("a", 2), ("b", 6), ("c", 16)], usage_history=history(a=24 * 5 * DAY)))
+    assert [p.job_id for p in plan.preemptions] == ["b-lent"]
+
+
+def test_preferring_the_most_over_team_never_loses_more_work_than_the_plain_choice():
+    """Same GPUs either way, but a's borrowed job has run 10 h unsaved and b's 1 h: b's stops."""
+    busy = [running(job("a-own", team="a", gpus=6), "n1", range(6)),
+            running(job("a-lent", team="a", gpus=2), "n1", [6, 7], started=NOW - 36000, borrowed=True),
+            running(job("b-own", team="b", gpus=6), "n2", range(6)),
+            running(job("b-lent", team="b", gpus=2), "n2", [6, 7], borrowed=True)]
+    plan = schedule(snap([node("n1"), node("n2")], [job("c1", team="c", gpus=2)], busy,
+                         queues=[("a", 6), ("b", 6), ("c", 4)], usage_history=history(a=16 * 5 * DAY)))
+    assert [p.job_id for p in plan.preemptions] == ["b-lent"]
+
+
 # --- the snapshot carries it ------------------------------------------------------------------
 
 def test_usage_history_round_trips_and_old_dumps_read_as_empty():
