@@ -161,44 +161,36 @@ def job_gpu_series(placements) -> list[dict]:
     bucket = TruncMinute("at") if span <= timedelta(hours=6) else TruncHour("at")
     slices = [p for p in held if p.mig_instance_id]
     whole = [p for p in held if not p.mig_instance_id]
-    return _gpu_lines(whole, bucket, now) + _slice_lines(slices, bucket, now)
+    return (_sample_lines(whole, bucket, now, GpuSample.objects, "gpu_id", _gpu_line)
+            + _sample_lines(slices, bucket, now, MigSample.objects, "mig_instance_id", _slice_line))
 
 
-def _gpu_lines(held, bucket, now) -> list[dict]:
+def _gpu_line(p) -> tuple[str, float]:
+    return f"{p.gpu.node.name}/gpu{p.gpu.index}", p.gpu.memory_gb
+
+
+def _slice_line(p) -> tuple[str, float]:
+    return (f"{p.gpu.node.name}/gpu{p.gpu.index} {p.mig_instance.profile}@{p.mig_instance.start_slot}",
+            p.mig_instance.memory_gb)
+
+
+def _sample_lines(held, bucket, now, samples, key: str, describe) -> list[dict]:
+    """One line per GPU or MIG slice (`key`: the placement's and the sample's gpu_id or
+    mig_instance_id) from its samples while it was held; a point not measured is None."""
     if not held:
         return []
     window = Q()
     for p in held:
-        window |= Q(gpu_id=p.gpu_id, at__gte=p.started_at, at__lte=p.ended_at or now)
-    rows = (GpuSample.objects.filter(window).annotate(bucket=bucket).values("gpu_id", "bucket")
-            .annotate(util=Avg("utilization"), memory=Avg("memory_used_gb")).order_by("gpu_id", "bucket"))
-    gpus = {p.gpu_id: p.gpu for p in held}
+        window |= Q(**{key: getattr(p, key)}, at__gte=p.started_at, at__lte=p.ended_at or now)
+    rows = (samples.filter(window).annotate(bucket=bucket).values(key, "bucket")
+            .annotate(util=Avg("utilization"), memory=Avg("memory_used_gb")).order_by(key, "bucket"))
+    placements = {getattr(p, key): p for p in held}
     series: dict[int, dict] = {}
     for row in rows:
-        gpu = gpus[row["gpu_id"]]
-        line = series.setdefault(gpu.pk, {"name": f"{gpu.node.name}/gpu{gpu.index}", "memory_gb": gpu.memory_gb,
-                                          "x": [], "util": [], "memory": [], "unmeasured": False})
-        line["x"].append(row["bucket"].isoformat())
-        line["util"].append(round(100 * row["util"], 1))
-        line["memory"].append(round(row["memory"], 2))
-    return list(series.values())
-
-
-def _slice_lines(held, bucket, now) -> list[dict]:
-    if not held:
-        return []
-    window = Q()
-    for p in held:
-        window |= Q(mig_instance_id=p.mig_instance_id, at__gte=p.started_at, at__lte=p.ended_at or now)
-    rows = (MigSample.objects.filter(window).annotate(bucket=bucket).values("mig_instance_id", "bucket")
-            .annotate(util=Avg("utilization"), memory=Avg("memory_used_gb")).order_by("mig_instance_id", "bucket"))
-    instances = {p.mig_instance_id: p for p in held}
-    series: dict[int, dict] = {}
-    for row in rows:
-        p = instances[row["mig_instance_id"]]
-        line = series.setdefault(p.mig_instance_id, {
-            "name": f"{p.gpu.node.name}/gpu{p.gpu.index} {p.mig_instance.profile}@{p.mig_instance.start_slot}",
-            "memory_gb": p.mig_instance.memory_gb, "x": [], "util": [], "memory": []})
+        line = series.get(row[key])
+        if line is None:
+            name, memory_gb = describe(placements[row[key]])
+            line = series[row[key]] = {"name": name, "memory_gb": memory_gb, "x": [], "util": [], "memory": []}
         line["x"].append(row["bucket"].isoformat())
         line["util"].append(None if row["util"] is None else round(100 * row["util"], 1))
         line["memory"].append(None if row["memory"] is None else round(row["memory"], 2))
