@@ -2,23 +2,17 @@
 Redis, the worker mails it to a real SMTP server and posts it to a real receiver, which answers
 500 first: the task retries with backoff and the second attempt is delivered."""
 
-import os
-import subprocess
-import sys
 import time
 
 import pytest
-from django.conf import settings
 from django.utils import timezone
 
-from agents.tasks import ping
 from notifications.models import Delivery, TeamWebhook
 from scheduling.services import job_release
-from tessera.celery import app
+from tests.celery_worker import celery_worker
 from tests.notifications.conftest import job_add
 
 pytestmark = pytest.mark.django_db(transaction=True)
-ROOT = settings.BASE_DIR
 PATIENCE_S = 180  # a bound on hanging on a loaded machine, not a performance claim
 
 
@@ -34,24 +28,9 @@ def wait_for(condition, what):
 @pytest.fixture
 def worker(smtp):
     """A worker on the default queue, which only this test process uses (its Redis key prefix is its own)."""
-    app.control.purge()  # tasks earlier tests of this process enqueued with nobody to run them
-    database = settings.DATABASES["default"]
-    url = f"postgres://{database['USER']}@{database['HOST']}:{database['PORT'] or 5432}/{database['NAME']}"
-    env = dict(os.environ, CELERY_TASK_ALWAYS_EAGER="0", DATABASE_URL=url, EMAIL_HOST="127.0.0.1",
-               EMAIL_PORT=str(smtp.port), TESSERA_WEBHOOKS_TO_PRIVATE="1")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "tessera", "worker", "--pool", "solo", "--loglevel", "WARNING",
-         "--without-gossip", "--without-mingle", "--without-heartbeat"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        assert ping.delay("up").get(timeout=PATIENCE_S) == "pong:up"
+    with celery_worker(PATIENCE_S, EMAIL_HOST="127.0.0.1", EMAIL_PORT=str(smtp.port),
+                       TESSERA_WEBHOOKS_TO_PRIVATE="1") as process:
         yield process
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 def test_a_real_worker_retries_a_receiver_that_answered_500(cast, smtp, receiver, worker):

@@ -1,19 +1,14 @@
 """A what-if the production way: the form's request commits, the task travels through Redis to a real
 Celery worker on the test database, and the page's progress endpoint follows it to 100%."""
 
-import os
-import subprocess
-import sys
 import time
 
 import pytest
-from django.conf import settings
 from django.urls import reverse
 
-from agents.tasks import ping
 from scheduling.defaults import defaults_ensure
 from scheduling.models import CapacityTier, PriorityClass
-from tessera.celery import app
+from tests.celery_worker import celery_worker
 from tests.ui.test_whatif import VALID
 from whatif.models import WhatIfRun
 
@@ -29,23 +24,8 @@ def _defaults(transactional_db):
 
 @pytest.fixture
 def worker():
-    app.control.purge()  # tasks earlier tests of this process enqueued with nobody to run them
-    database = settings.DATABASES["default"]
-    url = f"postgres://{database['USER']}@{database['HOST']}:{database['PORT'] or 5432}/{database['NAME']}"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "tessera", "worker", "--pool", "solo", "--loglevel", "WARNING",
-         "--without-gossip", "--without-mingle", "--without-heartbeat"],
-        cwd=settings.BASE_DIR, env=dict(os.environ, CELERY_TASK_ALWAYS_EAGER="0", DATABASE_URL=url),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        assert ping.delay("up").get(timeout=PATIENCE_S) == "pong:up"
+    with celery_worker(PATIENCE_S) as process:
         yield process
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 def test_a_real_worker_runs_the_what_if_and_the_page_follows_it(clients, jobs, worker):
