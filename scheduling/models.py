@@ -280,6 +280,9 @@ class Job(models.Model):
     cpu_cores = models.FloatField(default=1)
     memory_gb = models.FloatField(default=8)
     gang = models.BooleanField(default=True, help_text="All GPUs at once or none.")
+    members = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="Pods of a gang submitted on the cluster (a pod group), each with "
+                                         "gpus / members GPUs; empty: one per node, as many as its GPUs need.")
     checkpoint_interval_s = models.PositiveIntegerField(null=True, blank=True)
     checkpoint_save_s = models.PositiveIntegerField(
         null=True, blank=True, help_text="Seconds the job needs to write a checkpoint (its grace on SIGTERM); "

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from portal.models import Team
 from scheduling import engine
+from scheduling.engine.reasons import WaitingReason
 from scheduling.models import ActionRequest, Gpu, Job, MigInstance, NetworkSwitch, Node, Placement
 from scheduling.payloads import PreemptPayload, RepartitionPayload
 from scheduling.prices import PriceList, prices_at
@@ -40,7 +41,9 @@ def build_snapshot(now: datetime | None = None) -> engine.Snapshot:
         .select_related("job__team", "job__project", "job__priority_class", "gpu__node", "mig_instance"))
     nodes = _nodes(open_placements, prices_at(now))
     max_node_gpus = max((len(node.gpus) for node in nodes), default=8) or 8
+    # A gang whose pods are not all there yet is no candidate: placing some of it would bind a part.
     pending_rows = (Job.objects.filter(status__in=Job.WAITING_STATUSES)
+                    .exclude(pending_reason_code=WaitingReason.GANG_INCOMPLETE)
                     .select_related("team", "project", "priority_class").order_by("id"))
     pending = tuple(to_engine_job(job, max_node_gpus) for job in pending_rows)
     running = _running(open_placements, max_node_gpus)
@@ -60,9 +63,17 @@ def member_shape(total_gpus: int, max_node_gpus: int) -> tuple[int, int]:
     return per_member, math.ceil(total_gpus / per_member)
 
 
+def job_shape(job: Job, max_node_gpus: int) -> tuple[int, int]:
+    """(GPUs per member, members): a gang from the cluster has one member per pod, as its pod
+    group says (job.members); a job from the portal is shaped by member_shape."""
+    if job.members:
+        return job.gpus // job.members, job.members
+    return member_shape(job.gpus, max_node_gpus)
+
+
 def to_engine_job(job: Job, max_node_gpus: int, started_at: datetime | None = None) -> engine.Job:
     """`started_at`: when the member's current run started (None: the job waits)."""
-    per_member, members = member_shape(job.gpus, max_node_gpus)
+    per_member, members = job_shape(job, max_node_gpus)
     return engine.Job(
         id=str(job.pk), team=job.team.name, project=job.project.name, kind=job.kind,
         priority_class=job.priority_class.name, priority=job.priority_class.value,
@@ -144,21 +155,31 @@ def _to_engine_node(node: Node, job_by_instance: dict, price: float | None, busy
 
 
 def _running(open_placements, max_node_gpus: int) -> tuple[engine.Running, ...]:
-    by_member: dict[tuple[int, str], list[Placement]] = defaultdict(list)
+    by_node: dict[tuple[int, str], list[Placement]] = defaultdict(list)
     for placement in open_placements:
-        by_member[(placement.job_id, placement.gpu.node.name)].append(placement)
+        by_node[(placement.job_id, placement.gpu.node.name)].append(placement)
     members_seen: dict[int, int] = defaultdict(int)
     running = []
-    for (job_id, node_name), placements in sorted(by_member.items()):
-        job = placements[0].job
-        member = members_seen[job_id]
-        members_seen[job_id] += 1
-        started_at = min(p.started_at for p in placements)
-        running.append(engine.Running(
-            job=to_engine_job(job, max_node_gpus, started_at), node=node_name, member=member,
-            borrowed=job.borrowed, started_at=started_at.timestamp(),
-            allocations=tuple(_allocation(p) for p in sorted(placements, key=lambda p: p.gpu.index))))
+    for (job_id, node_name), on_node in sorted(by_node.items()):
+        job = on_node[0].job
+        started_at = min(p.started_at for p in on_node)
+        engine_job = to_engine_job(job, max_node_gpus, started_at)
+        for placements in _members_on_node(job, engine_job, on_node):
+            running.append(engine.Running(
+                job=engine_job, node=node_name, member=members_seen[job_id], borrowed=job.borrowed,
+                started_at=started_at.timestamp(), allocations=tuple(_allocation(p) for p in placements)))
+            members_seen[job_id] += 1
     return tuple(running)
+
+
+def _members_on_node(job: Job, engine_job: engine.Job, placements: list[Placement]) -> list[list[Placement]]:
+    """A job's placements on one node, by member: a portal job has one member per node; a gang
+    from the cluster may have several pods there, each with engine_job.gpus GPUs (or one slice)."""
+    ordered = sorted(placements, key=lambda p: p.gpu.index)
+    if not job.members:
+        return [ordered]
+    size = max(1, engine_job.gpus)
+    return [ordered[start:start + size] for start in range(0, len(ordered), size)]
 
 
 def _allocation(placement: Placement) -> engine.Allocation:
