@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 
+from . import idle as idle_module
 from . import nominations
 from .explain import explain
 from .memory import memory_need_gb, share_milli, smallest_profile
@@ -51,8 +52,10 @@ __all__ = [
 ]
 
 
-def schedule(snapshot: Snapshot, config: str | Policy = "tessera") -> Plan:
-    """Run one cycle. Deterministic: the same snapshot and policy give the same plan."""
+def schedule(snapshot: Snapshot, config: str | Policy = "tessera", idle_causes: bool = False) -> Plan:
+    """Run one cycle. Deterministic: the same snapshot and policy give the same plan.
+    `idle_causes`: also say why each GPU with free capacity stays idle (idle.py; the simulator's
+    idle attribution)."""
     policy = get_policy(config)
     features, actions = policy.build()
     timings: dict[str, float] = {}
@@ -68,8 +71,10 @@ def schedule(snapshot: Snapshot, config: str | Policy = "tessera") -> Plan:
     session.book.level(float("-inf"))  # explain sees reserved GPUs as held
     pending = explain(session)
     timings["explain"] = time.perf_counter() - began
+    idle = idle_module.idle_causes(session, pending) if idle_causes else {}
     timings["total"] = time.perf_counter() - started
     return Plan(policy=policy.name, binds=tuple(session.binds),
                 preemptions=tuple(session.preemptions),
                 repartitions=tuple(session.repartitions), pending=pending, timings=timings,
-                faulty_gpus=session.faulty_gpus(), nominations=nominations.in_force(session))
+                faulty_gpus=session.faulty_gpus(), nominations=nominations.in_force(session),
+                idle=dict(idle))

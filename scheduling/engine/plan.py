@@ -96,6 +96,8 @@ class Plan:
     # Nominations in force after this cycle (types.Nomination): the backend hands them back in
     # the next snapshot. Empty unless the policy nominates (Features.nominate).
     nominations: tuple = ()
+    # (node, GPU index) -> why its free capacity stands idle (idle.py); only when asked for.
+    idle: dict[tuple[str, int], str] = field(default_factory=dict)
 
     @property
     def actions(self) -> tuple:

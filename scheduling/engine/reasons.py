@@ -53,3 +53,24 @@ class PreemptReason(_Coded):
     CONSOLIDATE = "consolidate", "Moved: it restarts from its checkpoint elsewhere to make room for a bigger job."
     SPOT_RECLAIM = "spot-reclaim", "Its spot node is being taken back by the provider."
     CANCEL = "cancel", "Cancelled by its team: its pods stop, then its GPUs are free."
+
+
+class IdleCause(_Coded):
+    """Why a GPU (or the free part of one) stands idle after a cycle (scheduling/engine/idle.py)."""
+
+    NOTHING_WAITING = "nothing-waiting", "No waiting job may use its GPU model and tier."
+    NOTHING_FITS = "nothing-fits", ("Jobs that may use it wait, but each needs more free GPUs on "
+                                    "one node, or more free nodes, than there are.")
+    RESERVED = "reserved", "Held for a blocked job's reservation; nothing short enough to backfill."
+    PREEMPTION_PENDING = "preemption-pending", "Held for a job whose victims are still stopping."
+    QUOTA = "quota", "The job that would use it is at its team's quota or burst limit."
+    TIER = "tier", "Only jobs that may not use its tier (production on spot) would fit."
+    GPU_MODEL = "gpu-model", "Only jobs that name other GPU models would fit."
+    MIG_LAYOUT = "mig-layout", "Its MIG layout (or whole mode) has no slice of the shape a job needs."
+    TOPOLOGY = "topology", "Enough nodes are free for a gang, but not under one switch."
+    HOST_RESOURCES = "host-resources", "The job that would use it lacks CPU cores or RAM on its node."
+    PARTIAL = "partial", "Held by a job only some of whose members found a place (no gang scheduling)."
+    SETTLING = "settling-repartition", "A repartition of it is not confirmed yet."
+    MIG_RECONFIGURING = "mig-reconfiguring", "Its node is being reconfigured by mig-manager (pods stopped)."
+    NODE_DRAINING = "node-draining", "Its node is draining (a spot reclaim notice): no new work."
+    NODE_DOWN = "node-down", "Its node is not ready, or the GPU is unhealthy or has a faulty layout."

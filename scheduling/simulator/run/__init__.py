@@ -139,6 +139,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                 bar.close()
     print(output.format_table(doc))
     print()
+    print(output.format_causes(doc, "idle_by_cause", "idle GPU-hours by cause"))
+    print()
+    print(output.format_causes(doc, "lost_by_cause", "lost GPU-hours by cause"))
+    print()
     print(output.format_targets(doc))
     if args.json:
         output.write_json(args.json, doc)

@@ -26,6 +26,7 @@ class Backend:
         self.changed_at: dict[str, dict[int, float]] = {}
         self.node_cache: dict[str, object] = {}
         self.residents: dict[tuple[str, int], dict[tuple[str, int], float]] = {}
+        self.gpu_units: dict[tuple[str, int], float] = {}  # GPU units bound per GPU (idle attribution)
         self.team_units: dict[str, float] = {}
         self.queues = tuple(Queue(team=t.name, guaranteed_gpus=t.guaranteed_gpus,
                                   burst_limit_gpus=t.burst_limit_gpus, weight=t.weight) for t in spec.teams)
@@ -77,6 +78,16 @@ class Backend:
         self.changed_at[name][gpu] = now
         self.node_cache.pop(name, None)
 
+    def idle_gpus(self) -> list[tuple[tuple[str, int], str, float]]:
+        """((node, GPU index), node state, free units) of every GPU no pod holds all of."""
+        out = []
+        for name, state in self.present.items():
+            for index in range(self.infos[name].group.gpus_per_node):
+                free = 1.0 - self.gpu_units.get((name, index), 0.0)
+                if free > 1e-9:
+                    out.append(((name, index), state, free))
+        return out
+
     def nodes(self) -> tuple:
         out = []
         for name, state in self.present.items():
@@ -101,6 +112,7 @@ class Backend:
                 layout.setdefault(alloc.mig_start, [alloc.mig_profile, None])[1] = job.spec.job_id
                 self.node_cache.pop(node, None)
             key = (node, alloc.gpu_index)
+            self.gpu_units[key] = self.gpu_units.get(key, 0.0) + allocation_units(group, alloc)
             used = sum(self.residents.get(key, {}).values())
             if used + need > group.gpu_memory_gb + 1e-6:
                 job.doomed = True  # the memory is not there: this pod fails with OOM
@@ -126,7 +138,9 @@ class Backend:
                 if inst is not None:
                     inst[1] = None
                 self.node_cache.pop(placed.node, None)
-            residents = self.residents.get((placed.node, alloc.gpu_index), {})
+            key = (placed.node, alloc.gpu_index)
+            self.gpu_units[key] -= allocation_units(self.infos[placed.node].group, alloc)
+            residents = self.residents.get(key, {})
             residents.pop((job.spec.job_id, member), None)
         self.team_units[self.namespace(job)] -= placed.units
         job.engine_jobs = None

@@ -12,6 +12,7 @@ import random
 import time
 
 from scheduling.engine import schedule
+from scheduling.engine.idle import NODE_STATE
 
 from .backend import Backend
 from .cluster import comm_efficiency, need_units, node_infos
@@ -49,6 +50,7 @@ class Simulation:
         self.last_plan_empty, self.last_cycle = False, -1e18
         self.cycles, self.engine_s = 0, 0.0
         self.first_eta: dict[str, float | None] = {}  # job -> the first start estimate it was shown
+        self.idle_causes: dict[tuple[str, int], str] = {}  # the last plan's cause per idle GPU
         self.progress = progress
         for job in jobs:
             self.push(job.submit_s, self.on_submit, job)
@@ -75,6 +77,7 @@ class Simulation:
                 handler(now, *args)
             if self.dirty or (self.tick_due and self.worth_a_tick(now)):
                 self.cycle(now)
+            self.note_idle(now)
             self.tick_due = False
             if self.progress:
                 self.progress(now)
@@ -105,10 +108,11 @@ class Simulation:
         in_flight = list(self.preempts.values()) + list(self.repartitions.values())
         snapshot = self.backend.snapshot(now, pending, running, in_flight, self.nominations)
         started = time.perf_counter()
-        plan = schedule(snapshot, self.policy)
+        plan = schedule(snapshot, self.policy, idle_causes=True)
         self.engine_s += time.perf_counter() - started
         self.cycles += 1
         self.note_etas(plan)
+        self.idle_causes = plan.idle
         self.apply(plan, now)
         self.nominations = plan.nominations
         self.dirty = False
@@ -118,6 +122,15 @@ class Simulation:
         if waiting and self.next_tick <= now:
             self.next_tick = now + self.knobs.period_s
             self.push(self.next_tick, self.on_tick)
+
+    def note_idle(self, now: float) -> None:
+        """Idle GPU units by cause from now until the next event: a node's state first (the
+        engine's last view may predate it), else the last plan's cause for the GPU."""
+        by_cause: dict[str, float] = {}
+        for key, state, free in self.backend.idle_gpus():
+            cause = str(NODE_STATE.get(state) or self.idle_causes.get(key, "unattributed"))
+            by_cause[cause] = by_cause.get(cause, 0.0) + free
+        self.meter.idle(now, by_cause)
 
     def note_etas(self, plan) -> None:
         """The first estimated start each waiting job gets, as the portal would show it."""
@@ -222,13 +235,14 @@ class Simulation:
         if epoch != job.epoch:
             return
         self.meter.counts["preemptions"] += 1
-        self.stop(job, now, saves)
+        pre = self.preempts.get(job.spec.job_id)
+        self.stop(job, now, saves, cause=str(pre.reason) if pre is not None else "preempt")
 
     def on_oom(self, now: float, job: SimJob, epoch: int) -> None:
         if epoch != job.epoch:
             return
         self.meter.counts["oom_failures"] += 1
-        self.meter.counts["lost_gpu_s"] += sum((now - m.since) * m.units for m in job.bound.values())
+        self.meter.lost("oom", sum((now - m.since) * m.units for m in job.bound.values()))
         self.stop(job, now, saves=True)
         job.state = BACKOFF
         delay = min(self.knobs.backoff_max_s, self.knobs.backoff_s * 2 ** job.failures)
@@ -240,16 +254,19 @@ class Simulation:
             job.state, job.queued_at = WAITING, now
             self.dirty = True
 
-    def stop(self, job: SimJob, now: float, saves: bool) -> None:
+    def stop(self, job: SimJob, now: float, saves: bool, cause: str = "finished") -> None:
         """Release every pod of a job; a job that was running keeps its progress if it saves,
-        else rolls back to its last checkpoint. It waits again unless it is done."""
+        else rolls back to its last checkpoint (work lost, counted under `cause`, marked
+        "/no-checkpoint" for a job that never saves). It waits again unless it is done."""
         if job.run_since is not None:
             since = job.run_since
             self.meter.useful(since, now, job.useful)
             units = sum(m.units for m in job.bound.values())
             lost_wall = min(max(0.0, now - since), job.stop_progress(now, saves) / job.rate)
             self.meter.rolled_back(now - lost_wall, now, job.useful)
-            self.meter.counts["lost_gpu_s"] += lost_wall * units
+            if lost_wall > 0:
+                never = job.stateful and not job.spec.checkpoint_interval_s
+                self.meter.lost(cause + ("/no-checkpoint" if never else ""), lost_wall * units)
             job.ran_before = True
         for member in list(job.bound):
             placed = self.backend.release(job, member, now)
@@ -275,7 +292,7 @@ class Simulation:
             for job in list(self.holding.values()):
                 if job.state in (RUNNING, WAITING) and any(m.node == name for m in job.bound.values()):
                     self.meter.counts["mig_disruptions"] += job.state == RUNNING
-                    self.stop(job, now, job.can_save_within(self.knobs.grace_s))
+                    self.stop(job, now, job.can_save_within(self.knobs.grace_s), cause="mig-reconfiguration")
             if name not in self.reclaiming:
                 self.backend.set_state(name, "reconfiguring")
         return self.reconfiguring[name]
@@ -304,7 +321,7 @@ class Simulation:
         for job in list(self.holding.values()):
             if any(m.node == name for m in job.bound.values()):
                 self.meter.counts["spot_interruptions"] += 1
-                self.stop(job, now, job.can_save_within(self.spec.notice_s))
+                self.stop(job, now, job.can_save_within(self.spec.notice_s), cause="spot-interruption")
         self.close_node(name, now)
         self.backend.remove_node(name)
         for key in [k for k in self.repartitions if k[0] == name]:
@@ -332,7 +349,8 @@ class Simulation:
             self.meter.bill(*period, info.group.gpus_per_node, info.price, info.group.tier)
 
     def close(self, now: float) -> None:
-        """End of the horizon: count what is still held, running and waiting."""
+        """End of the horizon: count what is still held, running, idle and waiting."""
+        self.meter.idle(now, {})
         for job in list(self.holding.values()):
             if job.run_since is not None:
                 self.meter.useful(job.run_since, now, job.useful)

@@ -42,6 +42,9 @@ class Meter:
         # |first start - the first estimated start the job was shown|, per kind (the portal's ETA)
         self.eta_errors: dict[str, list[float]] = defaultdict(list)
         self.counts: dict[str, float] = defaultdict(float)
+        self.idle_gpu_s: dict[str, float] = defaultdict(float)  # idle GPU-seconds per cause
+        self.lost_gpu_s: dict[str, float] = defaultdict(float)  # lost GPU-seconds per cause
+        self.idle_now: tuple[float, dict[str, float]] = (0.0, {})  # since when, units per cause
 
     def add(self, name: str, t0: float, t1: float, value: float, series: bool = False) -> float:
         """Add `value` held over [t0, t1] to integral `name`; returns the seconds counted."""
@@ -82,6 +85,19 @@ class Meter:
         """Useful work done over [t0, t1] that a stop threw away: it no longer counts."""
         self.add("rolled_back", t0, t1, units, series=True)
 
+    def idle(self, now: float, by_cause: dict[str, float]) -> None:
+        """Idle GPU units per cause from now on (until the next call); the last call's held
+        until now. Every idle unit has one cause, so the causes sum to the idle GPU-hours."""
+        since, before = self.idle_now
+        for cause, units in before.items():
+            self.idle_gpu_s[cause] += units * max(0.0, min(self.horizon, now) - max(0.0, since))
+        self.idle_now = (now, by_cause)
+
+    def lost(self, cause: str, gpu_s: float) -> None:
+        """Work thrown away (GPU-seconds since the last checkpoint) by a stop of this cause."""
+        self.counts["lost_gpu_s"] += gpu_s
+        self.lost_gpu_s[cause] += gpu_s
+
     def eta(self, kind: str, shown: float | None, started: float) -> None:
         """A job started; `shown` is the first start estimate it was shown while it waited."""
         if shown is None:
@@ -119,6 +135,9 @@ class Meter:
             "mig_reconfigurations": int(self.counts["mig_reconfigurations"]),
             "mig_disruptions": int(self.counts["mig_disruptions"]),
             "lost_gpu_hours": round(self.counts["lost_gpu_s"] / 3600, 2),
+            "lost_by_cause": _hours(self.lost_gpu_s),
+            "idle_gpu_hours": round(sum(self.idle_gpu_s.values()) / 3600, 2),
+            "idle_by_cause": _hours(self.idle_gpu_s),
             "training_goodput": round(self.counts["training_ideal_gpu_s"] / 3600 / hours, 3),
             "cost_total": round(total, 2),
             "cost_per_useful_gpu_hour": round(total / (net_useful / 3600), 3) if net_useful > 0 else None,
@@ -173,6 +192,11 @@ class NodeBill:
         end = now if self.idle_since is None else min(now, self.idle_since + self.linger_s)
         period, self.start, self.idle_since, self.pods = (self.start, end), None, None, 0
         return period
+
+
+def _hours(seconds: dict[str, float]) -> dict[str, float]:
+    """GPU-seconds per cause as GPU-hours, largest first."""
+    return {k: round(v / 3600, 2) for k, v in sorted(seconds.items(), key=lambda kv: -kv[1]) if v >= 18}
 
 
 def _round(value: float | None) -> float | None:

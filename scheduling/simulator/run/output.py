@@ -33,6 +33,7 @@ ROWS = (  # (label, metric key, sub-key or None, format)
     ("mig_reconfigurations", "mig_reconfigurations", None, "{}"),
     ("  jobs stopped by them", "mig_disruptions", None, "{}"),
     ("lost_gpu_hours", "lost_gpu_hours", None, "{:.1f}"),
+    ("idle_gpu_hours", "idle_gpu_hours", None, "{:.1f}"),
     ("cost_total ($)", "cost_total", None, "{:,.0f}"),
     ("  reserved", "cost_by_tier", "reserved", "{:,.0f}"),
     ("  on-demand", "cost_by_tier", "on-demand", "{:,.0f}"),
@@ -65,6 +66,23 @@ def format_table(doc: dict) -> str:
     for label, key, sub, fmt in ROWS:
         cells = [_cell(doc["policies"][n], key, sub, fmt) for n in names]
         lines.append(label.ljust(28) + "".join(c.rjust(width) for c in cells))
+    return "\n".join(lines)
+
+
+def format_causes(doc: dict, key: str, title: str) -> str:
+    """GPU-hours per cause (idle_by_cause, lost_by_cause), one column per policy, the causes
+    largest first over all policies."""
+    names = list(doc["policies"])
+    per = {n: doc["policies"][n].get(key, {}) for n in names}
+    totals: dict[str, float] = {}
+    for causes in per.values():
+        for cause, hours in causes.items():
+            totals[cause] = totals.get(cause, 0.0) + hours
+    width = max(12, *(len(n) + 2 for n in names))
+    lines = [title.ljust(36) + "".join(n.rjust(width) for n in names)]
+    for cause in sorted(totals, key=lambda c: -totals[c]):
+        cells = [f"{per[n][cause]:.1f}" if cause in per[n] else "-" for n in names]
+        lines.append(f"  {cause}".ljust(36) + "".join(c.rjust(width) for c in cells))
     return "\n".join(lines)
 
 

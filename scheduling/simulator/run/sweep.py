@@ -27,6 +27,7 @@ SUMMARY = (
     ("production_wait_p99_s", "production_wait_p99_s", None, False, "{:,.0f}"),
     ("preemptions", "preemptions", None, False, "{:,.0f}"),
     ("lost_gpu_hours", "lost_gpu_hours", None, False, "{:,.1f}"),
+    ("idle_gpu_hours", "idle_gpu_hours", None, False, "{:,.1f}"),
     ("oom_failures", "oom_failures", None, False, "{:,.0f}"),
     ("cost_per_useful_gpu_hour ($)", "cost_per_useful_gpu_hour", None, False, "{:.2f}"),
 )

@@ -1,0 +1,152 @@
+"""Why each idle GPU is idle: a cause per GPU with free capacity after a cycle.
+
+The rule, per GPU (or the free part of a MIG or shared one):
+1. What the GPU itself is in: a node not ready (draining, reconfiguring, down), an unhealthy
+   GPU, an unconfirmed repartition, a reservation or a preemptor's nomination holding it.
+2. Otherwise the wait reason of the highest-priority waiting job that could use it: the GPU's
+   model and tier are allowed to the job, and one member fits in what is free there (a whole-GPU
+   member in the node's idle GPUs, a sub-GPU member in the GPU's free share). Its reason says
+   why it did not take the GPU (quota, topology, MIG layout ...).
+3. Otherwise, what the waiting jobs lack, best first: a job that would fit but for its GPU-model
+   constraint, or but for its tier rule; a job of the right model and tier too big for the hole
+   (nothing fits); else nothing waits that may use it.
+Attributing each GPU once keeps the causes summing to the idle capacity (simulate run's
+`idle_by_cause`). Computed only when asked (`schedule(..., idle_causes=True)`): the live cycle
+does not pay for it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .placement import allowed_models, as_whole
+from .reasons import IdleCause, WaitingReason
+from .tiers import tier_order
+
+if TYPE_CHECKING:
+    from .plan import PendingInfo
+    from .session import Session
+    from .state import GpuKey, GpuState, NodeState
+    from .types import Job
+
+FROM_REASON = {
+    WaitingReason.BURST_LIMIT: IdleCause.QUOTA,
+    WaitingReason.FAIR_SHARE: IdleCause.QUOTA,
+    WaitingReason.QUOTA_NO_IDLE: IdleCause.QUOTA,
+    WaitingReason.PARTIAL: IdleCause.PARTIAL,
+    WaitingReason.WAITING_FOR_PREEMPTION: IdleCause.PREEMPTION_PENDING,
+    WaitingReason.WAITING_FOR_CONSOLIDATION: IdleCause.PREEMPTION_PENDING,
+    WaitingReason.RESERVED: IdleCause.RESERVED,
+    WaitingReason.HOST_RESOURCES: IdleCause.HOST_RESOURCES,
+    WaitingReason.TIER: IdleCause.TIER,
+    WaitingReason.REPARTITION_PENDING: IdleCause.SETTLING,
+    WaitingReason.NO_SLICE: IdleCause.MIG_LAYOUT,
+}
+# (the GPU idle and usable, in MIG mode, idle usable GPUs on its node, of them in whole mode,
+# free share of the GPU): what decides which waiting jobs fit there
+Hole = tuple[bool, bool, int, int, float]
+NODE_STATE = {"draining": IdleCause.NODE_DRAINING, "reconfiguring": IdleCause.MIG_RECONFIGURING}
+
+
+def free_units(gpu: GpuState) -> float:
+    """The part of a GPU no job holds (whole GPU 1, MIG free compute slices, a share's rest)."""
+    if gpu.mig_enabled:
+        busy = sum(i[0].compute_slices for i in gpu.instances.values() if i[1] is not None)
+        return 1 - busy / gpu.mig_geometry.compute_slices
+    return 0.0 if gpu.whole_job else 1 - gpu.milli_used / 1000
+
+
+def idle_causes(session: Session, pending: dict[str, PendingInfo]) -> dict[GpuKey, IdleCause]:
+    """A cause for every GPU with free capacity, by the rule in the module docstring."""
+    jobs = {j.id: j for j in session.snapshot.pending}
+    waiting = [
+        (jobs[i], pending[i].reason) for i in sorted(pending, key=lambda i: pending[i].overall_position) if i in jobs
+    ]
+    out: dict[GpuKey, IdleCause] = {}
+    seen: dict[tuple[object, ...], IdleCause] = {}
+    for node in session.nodes.values():
+        empty = [g for g in node.gpus if g.idle and g.healthy and not g.settling and g.reserved is None]
+        for gpu in node.gpus:
+            if free_units(gpu) <= 1e-9:
+                continue
+            cause = _held(session, node, gpu)
+            if cause is None:
+                hole = (
+                    gpu in empty,
+                    gpu.mig_enabled,
+                    len(empty),
+                    sum(not g.mig_enabled for g in empty),
+                    round(free_units(gpu), 4),
+                )
+                key = (node.model, node.tier, hole)
+                if key not in seen:
+                    seen[key] = _by_jobs(session, node, hole, waiting)
+                cause = seen[key]
+            out[gpu.key] = cause
+    return out
+
+
+def _held(session: Session, node: NodeState, gpu: GpuState) -> IdleCause | None:
+    if not node.ready:
+        return NODE_STATE.get(node.node.state, IdleCause.NODE_DOWN)
+    if not gpu.healthy:
+        return IdleCause.NODE_DOWN
+    if gpu.settling:
+        return IdleCause.SETTLING
+    if gpu.reserved is not None:
+        nominated = gpu.reserved in session.nominations
+        return IdleCause.PREEMPTION_PENDING if nominated else IdleCause.RESERVED
+    return None
+
+
+def _by_jobs(session: Session, node: NodeState, hole: Hole, waiting: list[tuple[Job, WaitingReason]]) -> IdleCause:
+    """Steps 2 and 3 of the rule for a hole on this node's model and tier."""
+    fallback = IdleCause.NOTHING_WAITING
+    rank = {IdleCause.NOTHING_WAITING: 0, IdleCause.NOTHING_FITS: 1, IdleCause.TIER: 2, IdleCause.GPU_MODEL: 3}
+    for job, reason in waiting:
+        fits, whole_mode_only = _fits(session, job, hole)
+        model_ok = node.model in allowed_models(session, job)
+        tier_ok = node.tier in tier_order(job, session.features.tiers)
+        if model_ok and tier_ok and fits:
+            return _from_reason(session, job, reason, whole_mode_only)
+        if fits and tier_ok and job.gpu_models:
+            candidate = IdleCause.GPU_MODEL
+        elif fits and model_ok:
+            candidate = IdleCause.TIER
+        elif model_ok and tier_ok:
+            candidate = IdleCause.NOTHING_FITS
+        else:
+            continue
+        fallback = max(fallback, candidate, key=rank.__getitem__)
+    return fallback
+
+
+def _fits(session: Session, job: Job, hole: Hole) -> tuple[bool, bool]:
+    """(one member fits the hole, only if a GPU in MIG mode went back to whole mode)."""
+    gpu_idle, gpu_mig, idle_gpus, whole_mode, share = hole
+    if as_whole(session, job):
+        per = job.gpus or 1
+        return gpu_idle and idle_gpus >= per, gpu_mig or whole_mode < per
+    from .actions.common import min_units
+
+    return share >= min_units(session, job) / job.gang_size - 1e-9, False
+
+
+def _from_reason(session: Session, job: Job, code: WaitingReason, whole_mode_only: bool) -> IdleCause:
+    if code == WaitingReason.NO_GANG_GROUP:
+        return IdleCause.TOPOLOGY if _free_nodes(session, job) >= job.gang_size else IdleCause.NOTHING_FITS
+    if code in (WaitingReason.NO_FREE_GPUS, WaitingReason.NEW):
+        return IdleCause.MIG_LAYOUT if whole_mode_only else IdleCause.NOTHING_FITS
+    return FROM_REASON.get(code, IdleCause.NOTHING_FITS)
+
+
+def _free_nodes(session: Session, job: Job) -> int:
+    """Nodes the job may use with room for one of its members now."""
+    per, tiers = job.gpus or 1, tier_order(job, session.features.tiers)
+    return sum(
+        len(nodes)
+        for (model, tier), levels in session.whole.items()
+        if model in allowed_models(session, job) and tier in tiers
+        for level, nodes in levels.items()
+        if level >= per
+    )

@@ -1,0 +1,76 @@
+"""Why idle GPUs stay idle (engine/idle.py), on situations built by hand: one cause per GPU with
+free capacity, by the highest-priority waiting job that could use it."""
+
+from scheduling.engine import schedule
+from tests.engine.builders import NOW, job, node, running, snap
+
+
+def busy(node_name, gpus, ends_in=90_000, team="x"):
+    return [
+        running(
+            job(f"{node_name}-r{i}", team=team, expected_runtime_s=ends_in + 100), node_name, [i], started=NOW - 100
+        )
+        for i in gpus
+    ]
+
+
+def causes(snapshot, policy="tessera"):
+    plan = schedule(snapshot, policy, idle_causes=True)
+    return plan, {key: str(cause) for key, cause in plan.idle.items()}
+
+
+def test_idle_gpus_with_nothing_waiting():
+    plan, idle = causes(snap([node("n1")], [], busy("n1", range(2))))
+    assert idle == {("n1", i): "nothing-waiting" for i in range(2, 8)}
+
+
+def test_only_asked_for():
+    assert schedule(snap([node("n1")])).idle == {}
+
+
+def test_a_hole_too_small_for_what_waits():
+    _, idle = causes(snap([node("n1")], [job("big", gpus=8)], busy("n1", range(4))))
+    assert set(idle.values()) == {"nothing-fits"}
+
+
+def test_free_gpus_held_by_a_reservation():
+    # n1 frees first, so the 4-GPU head reserves it; its 2 free GPUs wait for the head, and the
+    # long job may not backfill there.
+    runs = busy("n1", range(6), ends_in=3500) + busy("n2", range(8))
+    plan, idle = causes(
+        snap([node("n1"), node("n2")], [job("head", gpus=4), job("long", expected_runtime_s=90_000)], runs)
+    )
+    assert plan.pending["head"].reason == "reserved"
+    assert idle == {("n1", 6): "reserved", ("n1", 7): "reserved"}
+
+
+def test_production_never_on_spot_is_the_tier_rule():
+    nodes = [node("r1"), node("s1", tier="spot")]
+    _, idle = causes(snap(nodes, [job("serve", cls="production", gpus=1)], busy("r1", range(8))))
+    assert set(idle) == {("s1", i) for i in range(8)} and set(idle.values()) == {"tier"}
+
+
+def test_a_job_naming_another_model_is_the_model_constraint():
+    nodes = [node("h1"), node("a1", model="A100-80GB")]
+    pending = [job("a100-only", gpus=1, gpu_models=("A100-80GB",))]
+    _, idle = causes(snap(nodes, pending, busy("a1", range(8))))
+    assert set(idle.values()) == {"gpu-model"}
+
+
+def test_a_team_at_its_burst_limit_is_quota():
+    runs = busy("n1", range(2), team="ml")
+    _, idle = causes(snap([node("n1")], [job("more", team="ml")], runs, queues=[("ml", 0.0, 2.0)]))
+    assert set(idle.values()) == {"quota"}
+
+
+def test_a_draining_node_is_idle_for_its_state():
+    _, idle = causes(snap([node("n1", state="draining")], [job("a")]))
+    assert set(idle.values()) == {"node-draining"} and len(idle) == 8
+
+
+def test_the_highest_priority_job_that_fits_decides():
+    # The 8-GPU job cannot use the 4-GPU hole; the 1-GPU job could but its team is at its limit.
+    runs = busy("n1", range(4), team="ml")
+    pending = [job("big", team="ml", gpus=8, cls="interactive"), job("small", team="ml")]
+    _, idle = causes(snap([node("n1")], pending, runs, queues=[("ml", 0.0, 4.0)]))
+    assert set(idle.values()) == {"quota"}
