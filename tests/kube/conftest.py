@@ -79,6 +79,24 @@ def control_plane(tmp_path_factory):
         plane.cleanup()
 
 
+CRDS = Path(__file__).resolve().parent / "crds"  # vendored, with their source and licence (crds/README.md)
+
+
+@pytest.fixture(scope="session")
+def podgroup_crd(control_plane):
+    """The scheduler-plugins PodGroup CRD, installed and Established (its API served)."""
+    with control_plane.admin_client() as admin:
+        apply(admin, CRDS / "podgroups.scheduling.x-k8s.io.yaml")
+        extensions = client.ApiextensionsV1Api(admin)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            conditions = extensions.read_custom_resource_definition("podgroups.scheduling.x-k8s.io").status.conditions
+            if any(c.type == "Established" and c.status == "True" for c in conditions or []):
+                return
+            time.sleep(0.2)
+    raise AssertionError("the PodGroup CRD was not Established within 60 s")
+
+
 @pytest.fixture
 def kube_admin(control_plane):
     with control_plane.admin_client() as api_client:

@@ -1,0 +1,70 @@
+"""Reading the cluster's gang objects: scheduler-plugins PodGroups, and whether the Kubernetes
+Workload API is served (agents/backends/k8s_gangs.py reads what these return)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from agents.backends.k8s_gangs import (
+    PODGROUP_GROUP,
+    PODGROUP_PLURAL,
+    PODGROUP_VERSION,
+    WORKLOAD_GROUP,
+    workload_api_version,
+)
+
+log = logging.getLogger("tessera.kube.gangs")
+
+
+class PodGroups:
+    def __init__(self, api_client: client.ApiClient | None, request_timeout_s: float) -> None:
+        self.api_client = api_client or client.ApiClient()
+        self.custom = client.CustomObjectsApi(self.api_client)
+        self.request_timeout_s = request_timeout_s
+
+    def in_namespace(self, namespace: str) -> dict[str, dict[str, Any]]:
+        """The namespace's PodGroup objects by name, as plain dicts. A cluster without the CRD
+        answers 404: it has none, and its gangs size themselves by annotation."""
+        try:
+            listed = self.custom.list_namespaced_custom_object(
+                PODGROUP_GROUP, PODGROUP_VERSION, namespace, PODGROUP_PLURAL, _request_timeout=self.request_timeout_s
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            return {}
+        return {item["metadata"]["name"]: item for item in listed.get("items", [])}
+
+    def workload_api(self) -> str | None:
+        """The group/version that serves the Kubernetes Workload API, by discovery; None where the
+        server has none (every release before v1.35, and later ones with the feature gate off).
+        Discovery is open to every authenticated user: no right to grant."""
+        try:
+            groups = client.ApisApi(self.api_client).get_api_versions(_request_timeout=self.request_timeout_s)
+        except ApiException as exc:
+            log.warning("API discovery failed (%s): no Workload API assumed", exc.status)
+            return None
+        group = next((g for g in groups.groups if g.name == WORKLOAD_GROUP), None)
+        if group is None:
+            return None
+        served = {v.group_version: self._resources(v.group_version) for v in group.versions}
+        return workload_api_version(served)
+
+    def _resources(self, group_version: str) -> list[str]:
+        """The resource names a group/version serves (its APIResourceList): the client has no typed
+        call for a version it was not generated with, so the request is built as its own are."""
+        request = self.api_client.param_serialize(
+            method="GET", resource_path=f"/apis/{group_version}", auth_settings=["BearerToken"]
+        )
+        answer = self.api_client.call_api(*request, _request_timeout=self.request_timeout_s)
+        answer.read()
+        if answer.status == 404:  # listed in the group but not served (a version being removed)
+            return []
+        if not 200 <= answer.status < 300:
+            raise ApiException(http_resp=answer)
+        return [resource["name"] for resource in json.loads(answer.data).get("resources", [])]
