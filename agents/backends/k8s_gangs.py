@@ -1,5 +1,6 @@
-"""Gangs of native pods: which pods start together, and how many must exist first. Pure functions
-over plain dicts (a PodGroup object as the API returns it, a pod's labels and annotations).
+"""Gangs of native pods as the cluster describes them: which group a pod is in, and how many of the
+group's pods must exist first. Pure functions over plain dicts (a PodGroup object as the API returns
+it, a pod's labels and annotations); scheduling/native_gangs.py keeps the gang's job.
 
 The convention is the scheduler-plugins coscheduling one, which Kubeflow's training operator,
 JobSet users and plain Jobs already follow: a pod carries the label `scheduling.x-k8s.io/pod-group:
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -34,16 +34,6 @@ _VERSION = re.compile(r"^v(\d+)(?:(alpha|beta)(\d+))?$")
 
 class GangError(ValueError):
     """A pod's gang cannot be read; the message says what to fix, for an Event on the pod."""
-
-
-@dataclass(frozen=True)
-class Gang:
-    """The pod group a pod belongs to, and how many members it needs (None: not said yet; the pods
-    wait for their PodGroup object or annotation)."""
-
-    name: str
-    min_member: int | None
-    source: str  # where min_member came from, in words for pages and Events
 
 
 def pod_group_name(labels: Mapping[str, str] | None) -> str | None:
@@ -88,55 +78,6 @@ def annotation_min_member(annotations: Mapping[str, str] | None) -> int | None:
     if not text.isdigit():  # "4.0", "-1", "four": refused, never rounded
         raise GangError(f"annotation {MIN_MEMBER_ANNOTATION}={raw!r} must be a whole number")
     return _count(int(text), f"annotation {MIN_MEMBER_ANNOTATION}")
-
-
-def pod_gang(
-    labels: Mapping[str, str] | None, annotations: Mapping[str, str] | None, podgroup: Mapping[str, Any] | None
-) -> Gang | None:
-    """The gang of one pod: its group's PodGroup object (None when there is none) says minMember,
-    else the pod's annotation. None for a pod with no pod-group label: a job of its own."""
-    name = pod_group_name(labels)
-    if name is None:
-        return None
-    if podgroup is not None:
-        source = f"PodGroup {name} ({PODGROUP_GROUP}/{PODGROUP_VERSION})"
-        return Gang(name, podgroup_min_member(podgroup), source)
-    count = annotation_min_member(annotations)
-    if count is None:
-        return Gang(name, None, f"no PodGroup {name} and no {MIN_MEMBER_ANNOTATION} annotation")
-    return Gang(name, count, f"annotation {MIN_MEMBER_ANNOTATION}")
-
-
-def group_gang(name: str, members: Iterable[Gang]) -> Gang:
-    """One gang from what each member pod says: the PodGroup object's count where there is one
-    (every member read the same object); else the members' annotations, which must agree, since a
-    gang sized by whichever pod came first would change size as its pods arrive."""
-    said = list(members)
-    from_object = next((g for g in said if g.source.startswith("PodGroup ")), None)
-    if from_object is not None:
-        return from_object
-    counts = sorted({g.min_member for g in said if g.min_member is not None})
-    if len(counts) > 1:
-        raise GangError(f"the pods of group {name} disagree on {MIN_MEMBER_ANNOTATION}: " + ", ".join(map(str, counts)))
-    if counts:
-        return Gang(name, counts[0], f"annotation {MIN_MEMBER_ANNOTATION}")
-    return Gang(name, None, f"no PodGroup {name} and no {MIN_MEMBER_ANNOTATION} annotation")
-
-
-def gang_waiting(gang: Gang, existing: int) -> str | None:
-    """Why the gang cannot be placed yet, in one sentence; None once enough members exist."""
-    if gang.min_member is None:
-        return (
-            f"Gang {gang.name}: {existing} member(s) exist, and nothing says how many it needs: "
-            f"create PodGroup {gang.name} ({PODGROUP_GROUP}/{PODGROUP_VERSION}) with spec.minMember, "
-            f"or annotate its pods {MIN_MEMBER_ANNOTATION}."
-        )
-    if existing < gang.min_member:
-        return (
-            f"Gang {gang.name}: {existing} of {gang.min_member} members exist; "
-            f"none is placed before all {gang.min_member} do."
-        )
-    return None
 
 
 def workload_api_version(resources_by_group_version: Mapping[str, Iterable[str]]) -> str | None:

@@ -8,7 +8,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from agents.backends.k8s_gangs import POD_GROUP_LABEL, PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION, pod_gang
+from agents.backends.k8s_gangs import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION, podgroup_min_member
 from agents.backends.k8s_podgroups import PodGroups
 from tests.kube.conftest import TEAM
 
@@ -47,8 +47,7 @@ def test_the_backend_reads_a_podgroups_min_member(custom, backend_groups):
     create(custom, podgroup("ddp", 4))
     found = backend_groups.in_namespace(TEAM)
     assert list(found) == ["ddp"]
-    gang = pod_gang({POD_GROUP_LABEL: "ddp"}, None, found["ddp"])
-    assert (gang.name, gang.min_member) == ("ddp", 4)
+    assert podgroup_min_member(found["ddp"]) == 4
     assert backend_groups.in_namespace("default") == {}
 
 
