@@ -11,7 +11,7 @@ from pathlib import Path
 from django.conf import settings
 
 from agents.backends.base import Backend
-from agents.telemetry import AgentHttpTelemetry, Telemetry
+from agents.telemetry import AgentHttpTelemetry, Telemetry, token_file
 
 
 @functools.cache
@@ -57,9 +57,7 @@ def telemetry() -> Telemetry:
         from agents.dcgm import DcgmHttpTelemetry
 
         return DcgmHttpTelemetry()
-    token_file = settings.TESSERA_AGENT_TOKEN_FILE
-    return AgentHttpTelemetry(Path(token_file).read_text().strip() if token_file else "",
-                              per_node=settings.TESSERA_AGENT_TOKEN_MODE == "per-node")
+    return AgentHttpTelemetry(token_file(settings.TESSERA_AGENT_TOKEN_FILE))
 
 
 def failpoint(name: str) -> None:

@@ -11,13 +11,13 @@ import json
 import logging
 import math
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
-
-from agents.node_agent.credentials import node_token
 
 log = logging.getLogger(__name__)
 MIB_PER_GB = 1024
@@ -97,6 +97,8 @@ def read_each(nodes: Iterable[tuple[str, str]], read_one: Callable[[str, str], N
             return read_one(name, url)
         except MalformedReport as error:  # one bad agent costs its own node's heartbeat only
             log.warning("agent of %s sent no valid report: %s", name, error)
+        except urllib.error.HTTPError as error:  # 401/403: our token or the agent's allowed identity is wrong
+            log.warning("agent of %s answered %s %s", name, error.code, error.reason)
         except (OSError, ValueError, UnicodeError) as error:  # silent or garbled: a missed heartbeat, not a crash
             log.info("agent of %s did not answer usably: %s", name, error)
         return None
@@ -106,20 +108,32 @@ def read_each(nodes: Iterable[tuple[str, str]], read_one: Callable[[str, str], N
     return {name: reading for (name, _url), reading in zip(wanted, results, strict=True) if reading is not None}
 
 
-class AgentHttpTelemetry:
-    """Reads `GET <agent_url>/v1/report` from each node agent. per_node: `token` is the secret
-    each node's own token derives from (agents/node_agent/credentials.py); else one shared token."""
+def token_file(path: str) -> Callable[[], str]:
+    """The token in `path`, read again at each poll: the kubelet rewrites a projected
+    ServiceAccount token before it expires (deploy/worker.yaml)."""
+    return lambda: Path(path).read_text(encoding="utf-8").strip()
 
-    def __init__(self, token: str, timeout_s: float = 5.0, per_node: bool = False) -> None:
+
+class AgentHttpTelemetry:
+    """Reads `GET <agent_url>/v1/report` from each node agent, sending `token()` as the bearer
+    token: the workers' ServiceAccount token, which each agent checks (agents/node_agent/auth.py)."""
+
+    def __init__(self, token: Callable[[], str], timeout_s: float = 5.0) -> None:
         self.token = token
         self.timeout_s = timeout_s
-        self.per_node = per_node
 
     def read(self, nodes: Iterable[tuple[str, str]]) -> dict[str, NodeReading]:
-        return read_each(nodes, lambda name, url: reading_from_report(name, self._fetch(name, url), time.time()))
+        nodes = list(nodes)
+        if not any(url for _name, url in nodes):
+            return {}
+        try:
+            token = self.token()
+        except OSError as error:  # no token, no readings: every node misses this heartbeat, loudly
+            log.error("cannot read the token the node agents expect: %s", error)
+            return {}
+        return read_each(nodes, lambda name, url: reading_from_report(name, self._fetch(url, token), time.time()))
 
-    def _fetch(self, node: str, url: str) -> dict:
-        token = node_token(self.token, node) if self.per_node else self.token
+    def _fetch(self, url: str, token: str) -> dict:
         request = urllib.request.Request(url.rstrip("/") + "/v1/report",
                                          headers={"Authorization": f"Bearer {token}"})
         with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310 (our agents)

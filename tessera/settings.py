@@ -3,6 +3,9 @@
 from datetime import timedelta
 from pathlib import Path
 
+from django.core.exceptions import ImproperlyConfigured
+
+from agents.node_agent import auth as agent_auth
 from scheduling.engine.policies import POLICIES
 from tessera.env import (
     env_bool,
@@ -210,10 +213,16 @@ TESSERA_IDLE_COST_POLICY = env_choice("TESSERA_IDLE_COST_POLICY", "showback",
 # cluster's speed (agents/embedded.py), so estimated starts read in the time people wait.
 TESSERA_CLOCK_SPEED = 1.0
 TESSERA_SIMULATED_STATE = env_str("TESSERA_SIMULATED_STATE", str(VAR_DIR / "simulated-cluster.json"))
-TESSERA_AGENT_TOKEN_FILE = env_str("TESSERA_AGENT_TOKEN_FILE", "")
-# per-node: the file holds the secret each node agent's own token derives from (HMAC of the node's
-# name, agents/node_agent/credentials.py); shared: the file is the one token every agent accepts.
-TESSERA_AGENT_TOKEN_MODE = env_choice("TESSERA_AGENT_TOKEN_MODE", "shared", ("shared", "per-node"))
+# How the workers prove who they are to the node agents (agents/node_agent/auth.py): serviceaccount,
+# their own ServiceAccount token, projected for the agents' audience (deploy/worker.yaml), which each
+# agent checks with a TokenReview; dev-static-token: DEV ONLY, one fixed token for agents that have no
+# API server to ask, refused with DEBUG off unless TESSERA_ALLOW_DEV_AGENT_AUTH=1.
+TESSERA_AGENT_AUTH = env_choice("TESSERA_AGENT_AUTH", agent_auth.SERVICEACCOUNT, agent_auth.MODES)
+if refusal := agent_auth.dev_auth_refusal(TESSERA_AGENT_AUTH, debug=DEBUG,
+                                          allowed=env_bool("TESSERA_ALLOW_DEV_AGENT_AUTH", False)):
+    raise ImproperlyConfigured(f"TESSERA_AGENT_AUTH: {refusal}")
+# The token file the workers send, read at each poll (the kubelet rotates a projected token).
+TESSERA_AGENT_TOKEN_FILE = env_str("TESSERA_AGENT_TOKEN_FILE", "/var/run/secrets/tessera/agent/token")
 # Where GPU readings come from on a real cluster: Tessera's node agents, or dcgm-exporter (GPU
 # Operator), which measures MIG instances (its agent_url: the exporter's /metrics on that node).
 TESSERA_TELEMETRY_SOURCE = env_choice("TESSERA_TELEMETRY_SOURCE", "agent", ("agent", "dcgm-exporter"))

@@ -39,6 +39,7 @@ def start_django(**overrides) -> subprocess.CompletedProcess:
     ("TESSERA_OIDC_GROUP_MAP", "gpu-search=search:boss"),
     ("TESSERA_OIDC_GROUP_MAP", "gpu-search=search:lead,gpu-search=vision:lead"),
     ("TESSERA_OIDC_GROUP_MAP", "gpu-search"),
+    ("TESSERA_AGENT_AUTH", "per-node"),
 ])
 def test_it_refuses_to_start_with_a_bad_value_and_names_it(name, value):
     result = start_django(**{name: value})
@@ -50,6 +51,14 @@ def test_it_refuses_to_start_without_secret_key_when_debug_is_off():
     result = start_django(SECRET_KEY=None)
     assert result.returncode != 0
     assert "SECRET_KEY is not set" in result.stderr
+
+
+def test_the_dev_only_agent_auth_needs_debug_or_an_explicit_allowance():
+    refused = start_django(TESSERA_AGENT_AUTH="dev-static-token")
+    assert refused.returncode != 0 and "TESSERA_AGENT_AUTH" in refused.stderr
+    assert "TESSERA_ALLOW_DEV_AGENT_AUTH" in refused.stderr
+    allowed = start_django(TESSERA_AGENT_AUTH="dev-static-token", TESSERA_ALLOW_DEV_AGENT_AUTH="1")
+    assert allowed.returncode == 0, allowed.stderr
 
 
 def test_it_starts_with_good_values():

@@ -1,12 +1,14 @@
-"""The agent's HTTP side: GET /v1/report answers the node report as JSON, behind a bearer token."""
+"""The agent's HTTP side: GET /v1/report answers the node report as JSON to callers `auth` lets
+through (agents/node_agent/auth.py)."""
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from agents.node_agent.auth import Authenticator
 
 log = logging.getLogger(__name__)
 
@@ -21,21 +23,19 @@ def parse_listen(listen: str) -> tuple[str, int]:
 
 
 def make_server(
-    address: tuple[str, int], token: str, report: Callable[[], dict]
+    address: tuple[str, int], auth: Authenticator, report: Callable[[], dict]
 ) -> ThreadingHTTPServer:
-    """An HTTP server that answers `report()` to requests that carry `token`."""
-    if not token:
-        raise ValueError("the agent token must not be empty")
-    expected = f"Bearer {token}".encode()
+    """An HTTP server that answers `report()` to requests `auth` lets through."""
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "tessera-node-agent/1"
 
         def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-            given = self.headers.get("Authorization", "").encode()
-            # compare_digest: the time taken must not tell how much of the token was right.
-            if not hmac.compare_digest(given, expected):
-                self._send(401, {"error": "unauthorized"}, {"WWW-Authenticate": "Bearer"})
+            verdict = auth.check(self.headers.get("Authorization", ""))
+            if verdict.status == 401:
+                self._send(401, {"error": verdict.error}, {"WWW-Authenticate": "Bearer"})
+            elif verdict.status != 200:  # 403 another identity, 503 the API server not reachable
+                self._send(verdict.status, {"error": verdict.error})
             elif self.path.split("?", 1)[0] not in REPORT_PATHS:
                 self._send(404, {"error": "not found"})
             else:

@@ -113,12 +113,12 @@ def test_the_readme_lists_what_deploy_does_not_ship():
     runtime_classes = {spec["runtimeClassName"] for _workload, spec in _pod_specs() if "runtimeClassName" in spec}
     assert runtime_classes == {"nvidia"}
     for prerequisite in ("GPU Operator", "`nvidia` RuntimeClass", "mig-manager", "nvidia-gpu-operator",
-                         "PostgreSQL", "tessera-secrets", "tessera-agent-token", "tessera-tls"):
+                         "PostgreSQL", "tessera-secrets", "tessera-tls"):
         assert prerequisite in section, prerequisite
 
 
 def test_the_secret_templates_would_not_start_anything(monkeypatch):
-    (secrets, _agent) = [doc for doc in yaml.safe_load_all((DEPLOY / "secrets.example.yaml").read_text()) if doc]
+    (secrets,) = [doc for doc in yaml.safe_load_all((DEPLOY / "secrets.example.yaml").read_text()) if doc]
     monkeypatch.setenv("SECRET_KEY", secrets["stringData"]["SECRET_KEY"])
     with pytest.raises(ImproperlyConfigured, match="SECRET_KEY"):
         env.env_secret_key("SECRET_KEY", debug=False, demo_key_file=None)

@@ -40,19 +40,32 @@ def test_the_pieces_are_all_there():
         assert _by_kind(kind), kind
 
 
-def test_the_agent_runs_on_gpu_nodes_with_its_token():
+def test_the_agent_runs_on_gpu_nodes_and_answers_only_the_workers_token():
+    """The workers send their ServiceAccount token for the agents' audience; the agents check it with
+    the API server (agents/node_agent/auth.py), allowing the workers' ServiceAccount only."""
     (agent,) = _by_kind("DaemonSet")
     spec = agent["spec"]["template"]["spec"]
     assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
-    mount = spec["containers"][0]["volumeMounts"][0]
-    assert spec["volumes"][0]["secret"]["secretName"] == "tessera-agent-token"
-    assert mount["readOnly"] is True
-    assert f"{mount['mountPath']}/token" in spec["containers"][0]["command"]
+    assert "volumes" not in spec  # no Secret on the nodes
+    command = spec["containers"][0]["command"]
+    worker = next(d for d in _by_kind("Deployment") if d["metadata"]["name"] == "tessera-worker")
+    pod = worker["spec"]["template"]["spec"]
+    allowed = command[command.index("--allow-serviceaccount") + 1]
+    assert allowed == f"tessera-system:{pod['serviceAccountName']}"
+    [volume] = [v for v in pod["volumes"] if v["name"] == "agent-token"]
+    [source] = volume["projected"]["sources"]
+    assert source["serviceAccountToken"]["audience"] == command[command.index("--audience") + 1]
+    [mount] = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "agent-token"]
+    config = yaml.safe_load((DEPLOY / "configmap.yaml").read_text())["data"]
+    assert config["TESSERA_AGENT_TOKEN_FILE"] == f"{mount['mountPath']}/{source['serviceAccountToken']['path']}"
+    assert config["TESSERA_AGENT_AUTH"] == "serviceaccount"
 
 
 def test_the_backend_gets_the_least_rights_it_needs():
-    role, logs = sorted(_by_kind("ClusterRole"), key=lambda r: r["metadata"]["name"])
+    role, logs, review = sorted(_by_kind("ClusterRole"), key=lambda r: r["metadata"]["name"])
     assert logs["metadata"]["name"] == "tessera-portal-logs"
+    assert review["rules"] == [{"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"],
+                                "verbs": ["create"]}]
     assert logs["rules"] == [{"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]}]
     rules = {(r["resources"][0]): sorted(r["verbs"]) for r in role["rules"]}
     assert rules == {
@@ -69,7 +82,7 @@ def test_the_backend_gets_the_least_rights_it_needs():
     assert groups.pop("podgroups") == ["scheduling.x-k8s.io"] and all(g == [""] for g in groups.values())
     with_token = [d["metadata"]["name"] for d in _by_kind("Deployment") + _by_kind("DaemonSet")
                   if d["spec"]["template"]["spec"].get("automountServiceAccountToken", True)]
-    assert sorted(with_token) == ["tessera-beat", "tessera-portal", "tessera-worker"]
+    assert sorted(with_token) == ["tessera-beat", "tessera-node-agent", "tessera-portal", "tessera-worker"]
     portal = next(d for d in _by_kind("Deployment") if d["metadata"]["name"] == "tessera-portal")
     assert portal["spec"]["template"]["spec"]["serviceAccountName"] == "tessera-portal"
     worker = next(d for d in _by_kind("Deployment") if d["metadata"]["name"] == "tessera-worker")

@@ -1,6 +1,7 @@
 """The agent's HTTP side (token, routes) and its refusal to run without NVML."""
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -10,6 +11,7 @@ import urllib.request
 import pytest
 
 from agents.node_agent import nvml as nvml_module
+from agents.node_agent.auth import StaticToken
 from agents.node_agent.collector import collect
 from agents.node_agent.server import make_server, parse_listen
 from tests.agents.fake_nvml import FakeNvml, load_snapshot
@@ -18,7 +20,7 @@ TOKEN = "s3cret-token"
 
 
 def _serve(report):
-    server = make_server(("127.0.0.1", 0), TOKEN, report)
+    server = make_server(("127.0.0.1", 0), StaticToken(TOKEN), report)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 
@@ -75,9 +77,9 @@ def test_a_failing_collection_is_a_500_not_a_dead_agent():
         server.server_close()
 
 
-def test_an_empty_token_is_refused_at_start():
+def test_an_empty_static_token_is_refused_at_start():
     with pytest.raises(ValueError):
-        make_server(("127.0.0.1", 0), "", dict)
+        StaticToken("")
 
 
 def test_parse_listen():
@@ -92,21 +94,24 @@ def test_without_nvml_the_agent_says_so_and_exits_non_zero(tmp_path):
     """This machine has no GPU driver: the agent must not invent GPUs."""
     token = tmp_path / "token"
     token.write_text(TOKEN)
-    for flags in (["--once"], ["--listen", "127.0.0.1:0", "--token-file", str(token)]):
+    dev = ["--auth", "dev-static-token", "--token-file", str(token)]
+    for flags in (["--once"], ["--listen", "127.0.0.1:0", *dev]):
         done = subprocess.run(
             [sys.executable, "-m", "agents.node_agent", *flags],
-            capture_output=True, text=True, timeout=30,
+            capture_output=True, text=True, timeout=30, env={**os.environ, "DEBUG": "1"},
         )
         assert done.returncode == 2
         assert "no NVML on this machine" in done.stderr
         assert done.stdout == ""
 
 
-def test_serving_needs_a_token_file():
-    done = subprocess.run(
-        [sys.executable, "-m", "agents.node_agent", "--listen", "127.0.0.1:0"],
-        capture_output=True, text=True, timeout=30,
-    )
+def test_serving_needs_credentials_to_review_tokens_or_the_dev_token_file():
+    environment = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
+    done = subprocess.run([sys.executable, "-m", "agents.node_agent", "--listen", "127.0.0.1:0"],
+                          capture_output=True, text=True, timeout=30, env=environment)
+    assert done.returncode != 0 and "no credentials to review tokens with" in done.stderr
+    done = subprocess.run([sys.executable, "-m", "agents.node_agent", "--auth", "dev-static-token"],
+                          capture_output=True, text=True, timeout=30, env={**environment, "DEBUG": "1"})
     assert done.returncode != 0 and "--token-file" in done.stderr
 
 

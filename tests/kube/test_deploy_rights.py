@@ -13,12 +13,14 @@ PORTAL_USER = "system:serviceaccount:tessera-system:tessera-portal"
 PORTAL_GROUPS = "system:serviceaccounts,system:serviceaccounts:tessera-system,system:authenticated"
 
 
-def allowed(api_client, user: str, groups: str, verb: str, resource: str, namespace: str | None = TEAM) -> bool:
+def allowed(api_client, user: str, groups: str, verb: str, resource: str, namespace: str | None = TEAM,
+            group: str = "") -> bool:
     resource, _sep, subresource = resource.partition("/")
     review = client.AuthorizationV1Api(api_client).create_subject_access_review({
         "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
         "spec": {"user": user, "groups": groups.split(","), "resourceAttributes": {
-            "verb": verb, "resource": resource, "subresource": subresource, "namespace": namespace or ""}}})
+            "verb": verb, "group": group, "resource": resource, "subresource": subresource,
+            "namespace": namespace or ""}}})
     return review.status.allowed
 
 
@@ -44,3 +46,12 @@ def test_the_portal_may_only_read_pod_logs(kube_admin):
     assert allowed(kube_admin, PORTAL_USER, PORTAL_GROUPS, "get", "pods/log")
     for verb, resource in (("get", "pods"), ("list", "pods"), ("create", "pods"), ("get", "secrets")):
         assert not allowed(kube_admin, PORTAL_USER, PORTAL_GROUPS, verb, resource), (verb, resource)
+
+
+def test_the_node_agent_may_only_review_tokens(kube_admin):
+    """Its token is on every GPU node: it may ask whose a caller's token is, and nothing else."""
+    agent = "system:serviceaccount:tessera-system:tessera-node-agent"
+    assert allowed(kube_admin, agent, PORTAL_GROUPS, "create", "tokenreviews", None, "authentication.k8s.io")
+    for verb, resource, group in (("create", "subjectaccessreviews", "authorization.k8s.io"),
+                                  ("get", "pods", ""), ("list", "nodes", ""), ("get", "secrets", "")):
+        assert not allowed(kube_admin, agent, PORTAL_GROUPS, verb, resource, None, group), (verb, resource)

@@ -7,6 +7,7 @@ import pytest
 from django.utils import timezone
 
 from agents.backends.simulated import SimNode
+from agents.node_agent.auth import StaticToken
 from agents.node_agent.collector import collect
 from agents.node_agent.server import make_server
 from agents.services import agents_poll
@@ -23,7 +24,7 @@ def agent_node(cluster, settings):
     """Node r-01 of the worker tests' cluster, with a node agent answering for it on loopback."""
     settings.TESSERA_POLL_INTERVAL_S, settings.TESSERA_LOST_AFTER_MISSED = 15, 2  # lost after 30 s of silence
     snapshot = load_snapshot("nvml_a100_pcie_4gpu.json")
-    server = make_server(("127.0.0.1", 0), TOKEN, lambda: collect(FakeNvml(snapshot), "r-01").to_dict())
+    server = make_server(("127.0.0.1", 0), StaticToken(TOKEN), lambda: collect(FakeNvml(snapshot), "r-01").to_dict())
     threading.Thread(target=server.serve_forever, daemon=True).start()
     node = Node.objects.get(name="r-01")
     node.agent_url = f"http://127.0.0.1:{server.server_address[1]}"
@@ -38,7 +39,7 @@ def agent_node(cluster, settings):
 def test_a_polled_agent_is_a_heartbeat_and_utilisation_samples(cluster, agent_node):
     node, _ = agent_node
     now = timezone.now()
-    result = agents_poll(backend=cluster, telemetry=AgentHttpTelemetry(TOKEN), now=now)
+    result = agents_poll(backend=cluster, telemetry=AgentHttpTelemetry(lambda: TOKEN), now=now)
     assert "r-01" in result["answered"]
     node.refresh_from_db()
     assert node.last_heartbeat == now and node.state == "ready"
@@ -50,14 +51,14 @@ def test_a_polled_agent_is_a_heartbeat_and_utilisation_samples(cluster, agent_no
 def test_a_wrong_token_or_a_silent_agent_is_a_missed_heartbeat_until_the_node_is_lost(cluster, agent_node):
     node, server = agent_node
     start = timezone.now()
-    agents_poll(backend=cluster, telemetry=AgentHttpTelemetry(TOKEN), now=start)
-    wrong = agents_poll(backend=cluster, telemetry=AgentHttpTelemetry("not-the-token"),
+    agents_poll(backend=cluster, telemetry=AgentHttpTelemetry(lambda: TOKEN), now=start)
+    wrong = agents_poll(backend=cluster, telemetry=AgentHttpTelemetry(lambda: "not-the-token"),
                         now=start + timedelta(seconds=15))
     assert "r-01" not in wrong["answered"] and "r-01" not in wrong["lost"]
     server.shutdown()
     server.server_close()
     later = start + timedelta(seconds=15 * 3)
-    result = agents_poll(backend=cluster, telemetry=AgentHttpTelemetry(TOKEN, timeout_s=1), now=later)
+    result = agents_poll(backend=cluster, telemetry=AgentHttpTelemetry(lambda: TOKEN, timeout_s=1), now=later)
     assert "r-01" in result["lost"]
     node.refresh_from_db()
     assert node.state == "lost" and node.last_heartbeat == start

@@ -11,6 +11,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from agents.node_agent.auth import StaticToken
 from agents.node_agent.collector import collect
 from agents.node_agent.server import make_server
 from agents.services import agents_poll
@@ -33,7 +34,7 @@ def agents(cluster):
     """Serve `reports[name]` (a callable) as the agent of each node; returns the dict to fill."""
     reports, servers = {}, []
     for node in Node.objects.all():
-        server = make_server(("127.0.0.1", 0), TOKEN, lambda name=node.name: reports[name]())
+        server = make_server(("127.0.0.1", 0), StaticToken(TOKEN), lambda name=node.name: reports[name]())
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
         Node.objects.filter(pk=node.pk).update(agent_url=f"http://127.0.0.1:{server.server_address[1]}")
@@ -59,7 +60,7 @@ def test_one_malformed_report_leaves_the_other_nodes_heartbeats(cluster, agents,
     agents["r-01"] = _broken_reports()[broken]
     agents["s-01"] = good_report
     now = timezone.now()
-    result = agents_poll(backend=cluster, telemetry=AgentHttpTelemetry(TOKEN), now=now)
+    result = agents_poll(backend=cluster, telemetry=AgentHttpTelemetry(lambda: TOKEN), now=now)
     assert result["answered"] == ["s-01"]
     assert Node.objects.get(name="s-01").last_heartbeat == now
     assert GpuSample.objects.filter(gpu__node__name="s-01").count() == 4
@@ -77,7 +78,7 @@ def test_a_utilisation_that_is_no_measurement_is_stored_as_not_measured(cluster,
     now = timezone.now()
     Placement.objects.create(job=job, gpu=Gpu.objects.get(node__name="r-01", index=0),
                              started_at=now - timedelta(minutes=5))
-    result = agents_poll(backend=cluster, telemetry=AgentHttpTelemetry(TOKEN), now=now)
+    result = agents_poll(backend=cluster, telemetry=AgentHttpTelemetry(lambda: TOKEN), now=now)
     assert sorted(result["answered"]) == ["r-01", "s-01"]  # the node answered: a heartbeat all the same
     assert not GpuSample.objects.filter(gpu__node__name="r-01").exists()
     for gpu in Gpu.objects.filter(node__name="r-01"):
