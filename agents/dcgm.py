@@ -22,7 +22,7 @@ import logging
 import time
 import urllib.request
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -181,15 +181,19 @@ def _mig_report(gpu_instance_id: int, entry: dict) -> MigInstanceReport:
 
 
 class DcgmHttpTelemetry:
-    """Scrapes dcgm-exporter on each node (the node's agent_url: the exporter's /metrics address,
-    e.g. http://10.0.3.7:9400/metrics). Every node is scraped on its own: a node whose exporter is
-    down, slow or sends garbage misses its own reading only."""
+    """Scrapes dcgm-exporter on each node: at the node's agent_url where one is typed (the exporter's
+    /metrics address, e.g. http://10.0.3.7:9400/metrics), else where `discover()` (node name -> URL,
+    agents/backends/k8s_exporters.py) finds that node's exporter pod. Every node is scraped on its
+    own: a node whose exporter is down, slow or sends garbage misses its own reading only."""
 
-    def __init__(self, timeout_s: float = 5.0) -> None:
+    def __init__(self, timeout_s: float = 5.0, discover: Callable[[], dict[str, str]] | None = None) -> None:
         self.timeout_s = timeout_s
+        self.discover = discover
 
     def read(self, nodes: Iterable[tuple[str, str]]) -> dict[str, NodeReading]:
-        return read_each(nodes, self.read_one)
+        nodes = list(nodes)
+        found = self.discover() if self.discover and not all(url for _name, url in nodes) else {}
+        return read_each([(name, url or found.get(name, "")) for name, url in nodes], self.read_one)
 
     def read_one(self, name: str, url: str) -> NodeReading:
         report = parse_dcgm_text(self._fetch(url))

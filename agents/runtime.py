@@ -54,9 +54,15 @@ def telemetry() -> Telemetry:
     if settings.TESSERA_BACKEND == "simulated":
         return backend()
     if settings.TESSERA_TELEMETRY_SOURCE == "dcgm-exporter":
+        from kubernetes import client
+
+        from agents.backends.k8s_exporters import exporter_finder
         from agents.dcgm import DcgmHttpTelemetry
 
-        return DcgmHttpTelemetry()
+        backend()  # loads the cluster's credentials, which the exporters' pods are listed with
+        return DcgmHttpTelemetry(discover=exporter_finder(
+            client.CoreV1Api(), namespace=settings.TESSERA_GPU_OPERATOR_NAMESPACE,
+            selector=settings.TESSERA_DCGM_EXPORTER_SELECTOR))
     return AgentHttpTelemetry(token_file(settings.TESSERA_AGENT_TOKEN_FILE))
 
 

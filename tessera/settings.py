@@ -224,8 +224,11 @@ if refusal := agent_auth.dev_auth_refusal(TESSERA_AGENT_AUTH, debug=DEBUG,
 # The token file the workers send, read at each poll (the kubelet rotates a projected token).
 TESSERA_AGENT_TOKEN_FILE = env_str("TESSERA_AGENT_TOKEN_FILE", "/var/run/secrets/tessera/agent/token")
 # Where GPU readings come from on a real cluster: Tessera's node agents, or dcgm-exporter (GPU
-# Operator), which measures MIG instances (its agent_url: the exporter's /metrics on that node).
+# Operator), which measures MIG instances (scraped at each node's own exporter pod, below).
 TESSERA_TELEMETRY_SOURCE = env_choice("TESSERA_TELEMETRY_SOURCE", "agent", ("agent", "dcgm-exporter"))
+# dcgm-exporter's pods in the GPU Operator's namespace: a node with no agent_url typed is scraped at its
+# own exporter pod's IP and `metrics` port, found by this selector each poll (agents/backends/k8s_exporters.py).
+TESSERA_DCGM_EXPORTER_SELECTOR = env_label_selector("TESSERA_DCGM_EXPORTER_SELECTOR", "app=nvidia-dcgm-exporter")
 # The kubernetes backend: a kubeconfig file (workers outside the cluster), else the pod's ServiceAccount.
 TESSERA_KUBECONFIG = env_str("TESSERA_KUBECONFIG", "")
 # The kubernetes backend: the teams' namespaces it may create pods in; empty: any but the cluster's own.

@@ -40,6 +40,7 @@ def start_django(**overrides) -> subprocess.CompletedProcess:
     ("TESSERA_OIDC_GROUP_MAP", "gpu-search=search:lead,gpu-search=vision:lead"),
     ("TESSERA_OIDC_GROUP_MAP", "gpu-search"),
     ("TESSERA_AGENT_AUTH", "per-node"),
+    ("TESSERA_DCGM_EXPORTER_SELECTOR", "app in (dcgm)"),
 ])
 def test_it_refuses_to_start_with_a_bad_value_and_names_it(name, value):
     result = start_django(**{name: value})
