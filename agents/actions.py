@@ -31,9 +31,11 @@ from agents.backends.base import (
     Outcome,
     PreemptRequest,
     Refused,
+    Rendezvous,
     TransientBackendError,
 )
 from agents.mig import repartition_finish, repartition_start
+from agents.rendezvous import job_attachments, job_rendezvous
 from agents.runtime import failpoint
 from checkpoints.services import (
     ConfirmationConflict,
@@ -142,7 +144,8 @@ def checkpoint_save_s(job: Job) -> int:
     return job.checkpoint_save_s or settings.TESSERA_CHECKPOINT_SAVE_S
 
 
-def bind_request(action: ActionRequest, job: Job, members: int, checkpoint_token: str = "") -> BindRequest:
+def bind_request(action: ActionRequest, job: Job, members: int, checkpoint_token: str = "",
+                 rendezvous: Rendezvous | None = None) -> BindRequest:
     payload = BindPayload.from_payload(action.payload)
     allocations = payload.allocations
     mig = next((a.mig_profile for a in allocations if a.mig_profile), None)
@@ -159,7 +162,8 @@ def bind_request(action: ActionRequest, job: Job, members: int, checkpoint_token
         cpu_millicores=max(1, int(job.cpu_cores * 1000 / members)),
         memory_mib=max(1, int(job.memory_gb * 1024 / members)), priority_class=job.priority_class.name,
         env=((ENV_RUNTIME, str(runtime)), (ENV_RESUME, str(job.progress_s)), (ENV_GPU_INDEXES, ",".join(whole))),
-        grace_seconds=grace, checkpoint_token=checkpoint_token, checkpoint_url=settings.TESSERA_CHECKPOINT_URL)
+        grace_seconds=grace, checkpoint_token=checkpoint_token, checkpoint_url=settings.TESSERA_CHECKPOINT_URL,
+        rendezvous=rendezvous, attachments=job_attachments(job))
 
 
 def _bind_step(action: ActionRequest, backend: Backend, now: datetime) -> None:
@@ -171,8 +175,10 @@ def _bind_step(action: ActionRequest, backend: Backend, now: datetime) -> None:
         _finish(action, FAILED, "The job was released before its pod was bound.")
         return
     token = token_issue(job=job, pod_name=payload.pod_name, pod_key=action.key, at=now)
+    binds = attempt_binds(job)  # every member's: the cycle wrote them in one transaction
     try:
-        outcome = backend.bind(bind_request(action, job, len(attempt_binds(job)), checkpoint_token=token))
+        outcome = backend.bind(bind_request(action, job, len(binds), checkpoint_token=token,
+                                            rendezvous=job_rendezvous(job, binds, payload.member)))
     except TransientBackendError:
         raise  # the API server is away (restarting, throttled): the task retries; nothing changed here
     except (Refused, ValueError) as error:  # refused for good (admission, a command that does not parse)

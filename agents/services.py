@@ -30,6 +30,7 @@ from agents.actions import (
 )
 from agents.backends.base import RECLAIM_TAINT, Backend, JobObservation, JobStatus, NodeInventory
 from agents.inventory import inventory_sync, jobs_release_on_node
+from agents.rendezvous import services_end
 from agents.runtime import failpoint
 from agents.slices import slices_record
 from agents.telemetry import NodeReading, Telemetry
@@ -209,7 +210,9 @@ def reconcile(*, backend: Backend, now: datetime | None = None) -> dict:
         if verdict and _job_end(job=job, verdict=verdict, at=now, backend=backend):
             finished[verdict.outcome].append(job.pk)
     orphans = _stop_orphans(backend, observations, current)
-    return {"finished": dict(finished), "orphans_stopped": orphans}
+    ended = {pk for pks in finished.values() for pk in pks}
+    return {"finished": dict(finished), "orphans_stopped": orphans,
+            "services_removed": services_end(backend, [job for job in holding if job.pk not in ended])}
 
 
 def _pods_verdict(job: Job, binds: list[ActionRequest], by_pod: dict, *, listed_at: datetime) -> PodsVerdict | None:

@@ -292,6 +292,15 @@ class Job(models.Model):
     preemptible = models.BooleanField(default=True)
     image = models.CharField(max_length=300, blank=True)
     command = models.CharField(max_length=1000, blank=True)
+    # What the team attaches to the job's pods, by name, from its own namespace (checked at submit).
+    volume_claim = models.CharField(max_length=253, blank=True,
+                                    help_text="A PersistentVolumeClaim mounted in every pod (checkpoints).")
+    volume_mount_path = models.CharField(max_length=200, default="/checkpoints",
+                                         help_text="Where the claim is mounted.")
+    env_secret = models.CharField(max_length=253, blank=True,
+                                  help_text="A Secret whose keys become environment variables.")
+    file_secret = models.CharField(max_length=253, blank=True,
+                                   help_text="A Secret mounted read-only at /etc/secrets/<name>.")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
     queue_order = models.IntegerField(default=0, help_text="Lead-set order within the team; lower first.")
     borrowed = models.BooleanField(default=False, help_text="Runs on capacity above the team's quota.")

@@ -28,6 +28,7 @@ from scheduling import signals, sizing
 from scheduling.clock import database_now
 from scheduling.engine.reasons import PreemptReason, WaitingReason
 from scheduling.engine.wording import gpu_count
+from scheduling.kube_names import attachment_errors
 from scheduling.models import ActionRequest, Job, JobEvent, Placement, PriorityClass
 from scheduling.payloads import PreemptPayload
 from scheduling.selectors import cluster_gpu_models, priority_classes_for, team_queue
@@ -206,7 +207,9 @@ def job_submit(*, user, team, name: str, kind: str, priority_class: str, gpus: i
                gpu_memory_gb: float = 0.0, mig_profile: str = "", gpu_models: Sequence[str] = (),
                project: str | None = None, cpu_cores: float = 1.0, memory_gb: float = 8.0,
                gang: bool = True, checkpoint_interval_s: int | None = None, checkpoint_save_s: int | None = None,
-               expected_runtime_s: int | None = None, image: str = "", command: str = "") -> Job:
+               expected_runtime_s: int | None = None, image: str = "", command: str = "",
+               volume_claim: str = "", volume_mount_path: str = "/checkpoints", env_secret: str = "",
+               file_secret: str = "") -> Job:
     if not access.can_submit(user, team.pk):
         raise PermissionDenied("You may not submit jobs for this team.")
     if kind not in Job.Kind.values:
@@ -221,6 +224,9 @@ def job_submit(*, user, team, name: str, kind: str, priority_class: str, gpus: i
                                checkpoint_interval_s=checkpoint_interval_s, checkpoint_save_s=checkpoint_save_s,
                                expected_runtime_s=expected_runtime_s)
     errors |= _workload_errors(image=image, command=command)
+    volume_mount_path = volume_mount_path or "/checkpoints"
+    errors |= attachment_errors(volume_claim=volume_claim, volume_mount_path=volume_mount_path,
+                                env_secret=env_secret, file_secret=file_secret)
     if errors:
         raise ValidationError(errors)
     # The team's row lock serialises its submits: two at once would read one Max and share a position.
@@ -233,6 +239,8 @@ def job_submit(*, user, team, name: str, kind: str, priority_class: str, gpus: i
         cpu_cores=cpu_cores, memory_gb=memory_gb, gang=gang, checkpoint_interval_s=checkpoint_interval_s,
         checkpoint_save_s=checkpoint_save_s,
         expected_runtime_s=expected_runtime_s, preemptible=chosen.preemptible, image=image, command=command,
+        volume_claim=volume_claim, volume_mount_path=volume_mount_path, env_secret=env_secret,
+        file_secret=file_secret,
         queue_order=(last or 0) + 1, pending_reason_code=WaitingReason.NEW,
         pending_reason="Submitted; waiting for the next scheduling cycle.")
     job_event_add(job=job, at=timezone.now(), kind="submitted",

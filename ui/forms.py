@@ -34,6 +34,15 @@ class JobSubmitForm(forms.Form):
                                             label="Expected runtime (s)")
     image = forms.CharField(required=False, max_length=300, label="Container image")
     command = forms.CharField(required=False, max_length=1000, widget=forms.Textarea(attrs={"rows": 2}))
+    # Names only: each is looked up in the team's own namespace.
+    volume_claim = forms.CharField(required=False, max_length=253, label="Volume claim",
+                                   help_text="A PersistentVolumeClaim of the team's, mounted in every pod.")
+    volume_mount_path = forms.CharField(required=False, max_length=200, initial="/checkpoints",
+                                        label="Mounted at")
+    env_secret = forms.CharField(required=False, max_length=253, label="Secret as environment",
+                                 help_text="Its keys become environment variables.")
+    file_secret = forms.CharField(required=False, max_length=253, label="Secret as files",
+                                  help_text="Mounted read-only at /etc/secrets/<name>.")
 
     def __init__(self, *args, teams, projects, priority_classes, gpu_models, **kwargs):
         super().__init__(*args, **kwargs)

@@ -98,6 +98,43 @@ class NodeInventory:
 
 
 @dataclass(frozen=True)
+class Rendezvous:
+    """Where the pods of one run of a job meet (torchrun's static rendezvous): member 0's pod,
+    found by name through a headless Service when there are several members."""
+
+    service: str  # the run's headless Service; its pods are <host>.<service> in the namespace
+    members: int  # pods (nodes, in torchrun's words)
+    member: int  # this pod's NODE_RANK
+    nproc: int  # processes on this pod: one per GPU it holds (one for a MIG slice or a share)
+    world_size: int  # processes over all members
+    first_rank: int  # the global RANK of this pod's first process
+    port: int = 29500  # torchrun's default MASTER_PORT
+
+    def host(self, member: int) -> str:
+        return f"member-{member}"
+
+
+@dataclass(frozen=True)
+class Attachments:
+    """What a team attaches to its job's pods by name, from the team's own namespace: a
+    PersistentVolumeClaim (checkpoints), a Secret as environment, a Secret as files."""
+
+    volume_claim: str = ""
+    volume_mount_path: str = "/checkpoints"
+    env_secret: str = ""
+    file_secret: str = ""
+
+
+@dataclass(frozen=True)
+class RendezvousService:
+    """A multi-pod run's headless Service, as the cluster lists it."""
+
+    job_id: str
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True)
 class BindRequest:
     """Run one pod of a job on a chosen node, with whole GPUs or one MIG device."""
 
@@ -121,6 +158,9 @@ class BindRequest:
     # confirm with it. No token: the pod gets no channel.
     checkpoint_token: str = field(default="", repr=False)
     checkpoint_url: str = ""
+    # torchrun's settings; None: a pod of its own, as a job submitted before they existed.
+    rendezvous: Rendezvous | None = None
+    attachments: Attachments = Attachments()
 
     def __post_init__(self) -> None:
         if (self.gpu_count > 0) == (self.mig_profile is not None):
@@ -219,6 +259,12 @@ class Backend(Protocol):
 
     def preempt(self, req: PreemptRequest) -> Outcome:
         """Ask for a checkpoint, then stop the pod with req.grace_seconds to finish it."""
+
+    def rendezvous_services(self) -> list[RendezvousService]:
+        """The headless Services made for multi-pod runs (none where the backend makes none)."""
+
+    def remove_rendezvous_service(self, namespace: str, name: str) -> Outcome:
+        """Delete one whose run has ended (GONE: it was not there)."""
 
     def repartition(self, req: RepartitionRequest) -> Outcome:
         """Start moving a node to req.config_name; poll repartition_state() for the result."""

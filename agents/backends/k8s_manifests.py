@@ -11,7 +11,8 @@ import re
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 
-from agents.backends.base import BindRequest, MigSlot
+from agents.backends.base import Attachments, BindRequest, MigSlot, Rendezvous
+from scheduling.kube_names import DNS_LABEL, DNS_SUBDOMAIN, LABEL_VALUE
 
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "tessera"
@@ -33,9 +34,8 @@ TESSERA_CONFIG_PREFIX = "tessera-"  # the mig-parted configs Tessera writes (age
 MIG_CONFIGS_RECENT = 16
 GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+# A DNS-1035 label (a Service's name): it may not start with a digit.
+_DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
 def _check(value: str, pattern: re.Pattern, limit: int, what: str) -> str:
@@ -60,7 +60,7 @@ def job_labels(req: BindRequest) -> dict[str, str]:
     }
     labels = {**dict(req.labels), **ours}  # ours win: the watch and selectors rely on them
     for value in labels.values():
-        _check(value, _LABEL_VALUE, 63, "label value")
+        _check(value, LABEL_VALUE, 63, "label value")
     return labels
 
 
@@ -72,13 +72,13 @@ def _gpu_request(req: BindRequest, mig_as_gpu: bool) -> tuple[str, str]:
 
 
 def token_secret_name(pod_name: str) -> str:
-    return _check(f"{pod_name}-checkpoint-token", _DNS_SUBDOMAIN, 253, "secret name")
+    return _check(f"{pod_name}-checkpoint-token", DNS_SUBDOMAIN, 253, "secret name")
 
 
 def pod_manifest(req: BindRequest, scheduler_name: str, mig_as_gpu: bool = False) -> dict:
     """The job's pod, left for our scheduler (schedulerName) to bind."""
-    _check(req.namespace, _DNS_LABEL, 63, "namespace")
-    _check(req.pod_name, _DNS_SUBDOMAIN, 253, "pod name")
+    _check(req.namespace, DNS_LABEL, 63, "namespace")
+    _check(req.pod_name, DNS_SUBDOMAIN, 253, "pod name")
     if not req.image.strip():  # no default: a made-up image would only fail later, as ImagePullBackOff
         raise ValueError("The job names no container image to run.")
     resource, quantity = _gpu_request(req, mig_as_gpu)
@@ -93,10 +93,14 @@ def pod_manifest(req: BindRequest, scheduler_name: str, mig_as_gpu: bool = False
         spec["priorityClassName"] = req.priority_class
     if req.grace_seconds is not None:
         spec["terminationGracePeriodSeconds"] = req.grace_seconds
+    labels = job_labels(req)
+    if gang_service(req):
+        spec.update(rendezvous_dns(req.rendezvous))
+        labels[LABEL_RENDEZVOUS] = req.rendezvous.service
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": req.pod_name, "namespace": req.namespace, "labels": job_labels(req)},
+        "metadata": {"name": req.pod_name, "namespace": req.namespace, "labels": labels},
         "spec": spec,
     }
 
@@ -110,14 +114,14 @@ def _volumes(req: BindRequest) -> list[dict]:
         volumes.append({"name": "tessera-checkpoint-token", "secret": {
             "secretName": token_secret_name(req.pod_name), "defaultMode": 0o444,
             "items": [{"key": TOKEN_KEY, "path": TOKEN_KEY}]}})
-    return volumes
+    return volumes + workload_volumes(req)
 
 
 def _mounts(req: BindRequest) -> list[dict]:
     mounts = [{"name": "tessera-podinfo", "mountPath": PODINFO_DIR, "readOnly": True}]
     if req.checkpoint_token:
         mounts.append({"name": "tessera-checkpoint-token", "mountPath": TOKEN_DIR, "readOnly": True})
-    return mounts
+    return mounts + workload_mounts(req.attachments)
 
 
 def _channel_env(req: BindRequest) -> list[dict]:
@@ -144,8 +148,10 @@ def token_secret_manifest(req: BindRequest, pod_uid: str) -> dict:
 
 def _container(req: BindRequest, resource: str, quantity: str) -> dict:
     env = _channel_env(req) + [{"name": name, "value": value} for name, value in req.env]
+    if req.rendezvous is not None:
+        env += rendezvous_env(req.rendezvous)
     memory = f"{req.memory_mib}Mi"
-    return {
+    container = {
         "name": "job",
         "image": req.image,
         "command": list(req.command),
@@ -157,6 +163,93 @@ def _container(req: BindRequest, resource: str, quantity: str) -> dict:
         },
         "volumeMounts": _mounts(req),
     }
+    if req.attachments.env_secret:
+        container["envFrom"] = [{"secretRef": {"name": req.attachments.env_secret}}]
+    return container
+
+
+# -- what a multi-pod job needs to start torchrun, and what its team attaches ---------------------
+
+LABEL_RENDEZVOUS = "tessera.io/rendezvous"  # the run's headless Service selects its pods by it
+SHM_DIR = "/dev/shm"
+SECRET_FILES_DIR = "/etc/secrets"  # a team's Secret as files: /etc/secrets/<name>/<key>
+
+
+def gang_service(req: BindRequest) -> bool:
+    """Several pods meet by name; a pod of its own meets itself on localhost, with no Service."""
+    return req.rendezvous is not None and req.rendezvous.members > 1
+
+
+def master_addr(rdzv: Rendezvous) -> str:
+    # The short name resolves through the pod's DNS search path (its namespace first), whatever
+    # the cluster's domain is called.
+    return f"{rdzv.host(0)}.{rdzv.service}" if rdzv.members > 1 else "localhost"
+
+
+def rendezvous_env(rdzv: Rendezvous) -> list[dict]:
+    """torchrun's environment. It also reads its flags from PET_<FLAG>, so a plain
+    `torchrun train.py` starts every member with no flags of its own; a script started once per
+    pod without torchrun reads RANK and WORLD_SIZE (RANK is this pod's first process)."""
+    values = {
+        "MASTER_ADDR": master_addr(rdzv), "MASTER_PORT": str(rdzv.port),
+        "WORLD_SIZE": str(rdzv.world_size), "RANK": str(rdzv.first_rank),
+        "NODE_RANK": str(rdzv.member), "NNODES": str(rdzv.members), "LOCAL_WORLD_SIZE": str(rdzv.nproc),
+        "PET_MASTER_ADDR": master_addr(rdzv), "PET_MASTER_PORT": str(rdzv.port),
+        "PET_NNODES": str(rdzv.members), "PET_NODE_RANK": str(rdzv.member), "PET_NPROC_PER_NODE": str(rdzv.nproc),
+    }
+    return [{"name": name, "value": value} for name, value in values.items()]
+
+
+def rendezvous_dns(rdzv: Rendezvous) -> dict:
+    """The pod's hostname and subdomain: with the headless Service of the same name, the cluster's
+    DNS answers <hostname>.<service> with the pod's address."""
+    _check(rdzv.service, _DNS_1035, 63, "service name")
+    return {"hostname": _check(rdzv.host(rdzv.member), DNS_LABEL, 63, "hostname"), "subdomain": rdzv.service}
+
+
+def rendezvous_service_manifest(req: BindRequest) -> dict:
+    """The run's headless Service. Addresses are published before the pods are ready: torchrun
+    looks its peers up while starting, long before any readiness a probe would report."""
+    rdzv = req.rendezvous
+    assert rdzv is not None
+    return {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": _check(rdzv.service, _DNS_1035, 63, "service name"), "namespace": req.namespace,
+                     "labels": {LABEL_MANAGED_BY: MANAGED_BY, LABEL_JOB: req.job_id, LABEL_RENDEZVOUS: rdzv.service}},
+        "spec": {"clusterIP": "None", "selector": {LABEL_RENDEZVOUS: rdzv.service}, "publishNotReadyAddresses": True,
+                 "ports": [{"name": "rendezvous", "port": rdzv.port, "protocol": "TCP"}]},
+    }
+
+
+def shm_size_mib(memory_mib: int) -> int:
+    """A memory-backed /dev/shm counts against the pod's memory limit: half of it, so the
+    DataLoader's workers and NCCL have room without starving the training process."""
+    return max(64, memory_mib // 2)
+
+
+def workload_volumes(req: BindRequest) -> list[dict]:
+    # The container runtime's default /dev/shm is 64 MiB: DataLoader workers and NCCL fail on it.
+    volumes = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm_size_mib(req.memory_mib)}Mi"}}]
+    extra = req.attachments
+    if extra.volume_claim:
+        volumes.append({"name": "team-volume", "persistentVolumeClaim": {
+            "claimName": _check(extra.volume_claim, DNS_SUBDOMAIN, 253, "claim name")}})
+    if extra.file_secret:
+        volumes.append({"name": "team-secret", "secret": {
+            "secretName": _check(extra.file_secret, DNS_SUBDOMAIN, 253, "secret name")}})
+    if extra.env_secret:
+        _check(extra.env_secret, DNS_SUBDOMAIN, 253, "secret name")
+    return volumes
+
+
+def workload_mounts(extra: Attachments) -> list[dict]:
+    mounts = [{"name": "dshm", "mountPath": SHM_DIR}]
+    if extra.volume_claim:
+        mounts.append({"name": "team-volume", "mountPath": extra.volume_mount_path})
+    if extra.file_secret:
+        mounts.append({"name": "team-secret", "mountPath": f"{SECRET_FILES_DIR}/{extra.file_secret}",
+                       "readOnly": True})
+    return mounts
 
 
 def binding_manifest(pod_name: str, namespace: str, node_name: str) -> dict:
@@ -238,7 +331,7 @@ def event_name(pod_name: str, pod_uid: str, reason: str, message: str) -> str:
     """One name per (pod, reason, message): a repeat answers 409, and the backend counts it on the
     same event, as the kubelet's recorder folds repeats into one event with a count."""
     digest = hashlib.sha256(f"{pod_uid}\0{reason}\0{message}".encode()).hexdigest()[:16]
-    return _check(f"{pod_name[:200]}.{digest}", _DNS_SUBDOMAIN, 253, "event name")
+    return _check(f"{pod_name[:200]}.{digest}", DNS_SUBDOMAIN, 253, "event name")
 
 
 def event_manifest(*, pod: Mapping[str, str], reason: str, message: str, warning: bool, at: str,
@@ -266,7 +359,7 @@ def waiting_event_manifest(*, job_id: str, namespace: str, reason_code: str, mes
                            instance: str, count: int = 1) -> dict:
     """The Event that says why job `job_id` waits: reason `Waiting`, the engine's sentence, one per
     (job, reason code), so a return to an earlier reason raises that event's count."""
-    name = _check(f"tessera-job-{job_id}.waiting-{reason_code}", _DNS_SUBDOMAIN, 253, "event name")
+    name = _check(f"tessera-job-{job_id}.waiting-{reason_code}", DNS_SUBDOMAIN, 253, "event name")
     return {
         "apiVersion": "v1", "kind": "Event",
         "metadata": {"name": name, "namespace": namespace,

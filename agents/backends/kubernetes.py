@@ -31,6 +31,7 @@ from agents.backends.base import (
     Outcome,
     PreemptRequest,
     Refused,
+    RendezvousService,
     RepartitionRequest,
     RepartitionState,
     TransientBackendError,
@@ -46,6 +47,7 @@ from agents.backends.k8s_reading import (
     node_inventory,
     pod_observation,
 )
+from agents.backends.k8s_rendezvous import RendezvousServices
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,7 @@ def _api_errors(method):
     return wrapper
 
 
-class KubernetesBackend(MigLabels):
+class KubernetesBackend(MigLabels, RendezvousServices):
     def __init__(self, config: KubernetesConfig | None = None) -> None:
         self.config = config or KubernetesConfig()
         self.core = client.CoreV1Api(self.config.api_client)
@@ -170,6 +172,8 @@ class KubernetesBackend(MigLabels):
         _check_job(pod, req.job_id)
         if req.checkpoint_token:  # before the binding: the kubelet mounts it when it starts the pod
             self._create_token_secret(req, pod.metadata.uid)
+        if m.gang_service(req):  # before the binding: torchrun looks its peers up as it starts
+            self._create_rendezvous_service(req)
         bound_to = pod.spec.node_name
         if bound_to == req.node_name:
             return Outcome.ALREADY_DONE
@@ -222,6 +226,14 @@ class KubernetesBackend(MigLabels):
                 return Outcome.GONE
             raise
         return Outcome.DONE
+
+    @_api_errors
+    def rendezvous_services(self) -> list[RendezvousService]:
+        return self._rendezvous_services()  # agents/backends/k8s_rendezvous.py
+
+    @_api_errors
+    def remove_rendezvous_service(self, namespace: str, name: str) -> Outcome:
+        return self._remove_rendezvous_service(namespace, name)
 
     def record_waiting(self, job_id: str, namespace: str, reason_code: str, message: str, count: int) -> bool:
         try:

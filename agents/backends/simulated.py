@@ -38,6 +38,7 @@ from agents.backends.base import (
     NodeInventory,
     Outcome,
     PreemptRequest,
+    RendezvousService,
     RepartitionPhase,
     RepartitionRequest,
     RepartitionState,
@@ -241,6 +242,12 @@ class SimulatedBackend:
 
     def record_waiting(self, job_id: str, namespace: str, reason_code: str, message: str, count: int) -> bool:
         return False  # the demo's pages say why a job waits; there is no cluster to tell
+
+    def rendezvous_services(self) -> list[RendezvousService]:
+        return []  # its pods need no DNS to meet
+
+    def remove_rendezvous_service(self, namespace: str, name: str) -> Outcome:
+        return Outcome.GONE
 
     def poll_observations(self) -> list[JobObservation]:
         """The pods; the workloads also confirm what they saved since (see Confirm)."""

@@ -45,6 +45,7 @@ class FakeKubeApi:
         self.configmaps: dict[tuple[str, str], dict] = {}
         self.secrets: dict[tuple[str, str], dict] = {}
         self.events: dict[tuple[str, str], dict] = {}  # core/v1 Events by (namespace, name)
+        self.services: dict[tuple[str, str], dict] = {}  # gangs' headless Services
         self.event_refusal: ApiError | None = None  # e.g. RBAC without events: 403 on every write
         self.requests: list[tuple[str, str]] = []  # (method, path) in arrival order
         # Each API patch's node labels after it, in order: what a node watch (mig-manager's) sees.
@@ -250,6 +251,25 @@ class FakeKubeApi:
         self.secrets[(ns, name)] = self._stamp(secret)
         return 201, copy.deepcopy(secret)
 
+    def create_service(self, query: dict, body: dict, ns: str) -> tuple[int, dict]:
+        name = body["metadata"]["name"]
+        if (ns, name) in self.services:
+            raise ApiError(409, "AlreadyExists", f'services "{name}" already exists')
+        service = copy.deepcopy(body)
+        service["metadata"]["namespace"] = ns
+        self.services[(ns, name)] = self._stamp(service)
+        return 201, copy.deepcopy(self.services[(ns, name)])
+
+    def list_services(self, query: dict, body: Any) -> tuple[int, dict]:
+        items = [copy.deepcopy(s) for s in self.services.values()
+                 if selector_matches(query.get("labelSelector"), s["metadata"].get("labels", {}))]
+        return 200, {"kind": "ServiceList", "apiVersion": "v1", "metadata": {}, "items": items}
+
+    def delete_service(self, query: dict, body: Any, ns: str, name: str) -> tuple[int, dict]:
+        if self.services.pop((ns, name), None) is None:
+            raise ApiError(404, "NotFound", f'services "{name}" not found')
+        return 200, status_body(200, "", "")
+
     def create_pod(self, query: dict, body: dict, ns: str) -> tuple[int, dict]:
         if ns not in self.namespaces:
             raise ApiError(404, "NotFound", f'namespaces "{ns}" not found')
@@ -416,5 +436,8 @@ ROUTES = [
     ("POST", r"^/api/v1/namespaces/(?P<ns>[^/]+)/configmaps$", "create_configmap"),
     ("POST", r"^/api/v1/namespaces/(?P<ns>[^/]+)/secrets$", "create_secret"),
     ("POST", r"^/api/v1/namespaces/(?P<ns>[^/]+)/events$", "create_event"),
+    ("POST", r"^/api/v1/namespaces/(?P<ns>[^/]+)/services$", "create_service"),
+    ("GET", r"^/api/v1/services$", "list_services"),
+    ("DELETE", r"^/api/v1/namespaces/(?P<ns>[^/]+)/services/(?P<name>[^/]+)$", "delete_service"),
     ("PATCH", r"^/api/v1/namespaces/(?P<ns>[^/]+)/events/(?P<name>[^/]+)$", "patch_event"),
 ]

@@ -56,7 +56,7 @@ def test_the_pod_carries_the_channel_and_is_valid():
 def test_without_a_token_the_pod_gets_no_confirmation_channel():
     pod = m.pod_manifest(_bind(checkpoint_token="", grace_seconds=None), "tessera")
     assert_valid(pod)
-    assert [v["name"] for v in pod["spec"]["volumes"]] == ["tessera-podinfo"]
+    assert [v["name"] for v in pod["spec"]["volumes"]] == ["tessera-podinfo", "dshm"]  # no token Secret
     assert "TESSERA_CHECKPOINT_URL" not in _env(pod) and "terminationGracePeriodSeconds" not in pod["spec"]
 
 

@@ -76,6 +76,7 @@ def test_the_backend_gets_the_least_rights_it_needs():
         "namespaces": ["get"],
         "events": ["create", "patch"],
         "podgroups": ["get", "list", "watch"],
+        "services": ["create", "delete", "list"],  # a multi-pod run's headless Service
     }
     assert all(len(r["resources"]) == 1 for r in role["rules"])
     groups = {r["resources"][0]: r["apiGroups"] for r in role["rules"]}

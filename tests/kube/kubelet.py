@@ -220,7 +220,7 @@ class Kubelet:
         allocatable = node.resources()
         for resource, wanted in _requests(pod).items():
             used = sum(_requests(other).get(resource, 0) for other in pods if other.metadata.uid != pod.metadata.uid
-                       and other.status.phase == "Running")
+                       and other.spec.node_name == pod.spec.node_name and other.status.phase == "Running")
             capacity = int(allocatable.get(resource, "0"))
             if used + wanted > capacity:
                 message = (f"Pod Node didn't have enough resource: {resource}, requested: {wanted}, "
@@ -233,7 +233,10 @@ class Kubelet:
             return
         self.running_since[pod.metadata.uid] = time.monotonic()
         now = _now()
-        self._status(pod, {"phase": "Running", "startTime": now, "conditions": [
+        # An address, as the CNI plugin gives one: the endpoints controller publishes it for the
+        # pod's Services (what the cluster's DNS then answers).
+        ip = f"10.244.{len(self.running_since) // 250 % 250}.{len(self.running_since) % 250 + 1}"
+        self._status(pod, {"phase": "Running", "startTime": now, "podIP": ip, "podIPs": [{"ip": ip}], "conditions": [
             {"type": "Ready", "status": "True", "lastTransitionTime": now}],
             "containerStatuses": [self._container(pod, {"running": {"startedAt": now}}, ready=True)]})
 

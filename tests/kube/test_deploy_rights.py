@@ -29,6 +29,7 @@ def allowed(api_client, user: str, groups: str, verb: str, resource: str, namesp
     ("watch", "pods", None), ("create", "secrets", TEAM), ("get", "namespaces", None), ("patch", "nodes", None),
     ("create", "events", TEAM), ("patch", "events", TEAM),  # an event's count raised on a repeat
     ("patch", "configmaps", "gpu-operator"),  # the mig-parted ConfigMap
+    ("create", "services", TEAM), ("list", "services", None), ("delete", "services", TEAM),  # gangs' DNS
 ])
 def test_the_backend_may_do_what_tessera_needs(kube_admin, verb, resource, namespace):
     assert allowed(kube_admin, BACKEND_USER, BACKEND_GROUPS, verb, resource, namespace)
@@ -37,6 +38,7 @@ def test_the_backend_may_do_what_tessera_needs(kube_admin, verb, resource, names
 @pytest.mark.parametrize(("verb", "resource", "namespace"), [
     ("get", "secrets", TEAM), ("list", "secrets", TEAM), ("delete", "nodes", None), ("delete", "events", TEAM),
     ("patch", "configmaps", TEAM), ("create", "pods/eviction", TEAM), ("create", "pods/exec", TEAM),
+    ("patch", "services", TEAM),  # nobody else's Service is re-pointed at a job's pods
 ])
 def test_the_backend_may_do_nothing_next_to_it(kube_admin, verb, resource, namespace):
     assert not allowed(kube_admin, BACKEND_USER, BACKEND_GROUPS, verb, resource, namespace)

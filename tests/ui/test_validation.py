@@ -23,6 +23,14 @@ BAD = [
     ("save_time_above_an_hour", {"checkpoint_interval_s": 600, "checkpoint_save_s": 3601}, "checkpoint_save_s"),
     ("bad_name", {"name": "no spaces please"}, "name"),
     ("unknown_project", {"project": "nope"}, "project"),
+    ("claim_in_another_namespace", {"volume_claim": "bravo/ckpt"}, "volume_claim"),
+    ("claim_not_a_name", {"volume_claim": "Checkpoints_1"}, "volume_claim"),
+    ("claim_name_too_long", {"volume_claim": "c" * 254}, "volume_claim"),
+    ("claim_over_tesseras_mounts", {"volume_claim": "ckpt", "volume_mount_path": "/etc/tessera"},
+     "volume_mount_path"),
+    ("relative_mount_path", {"volume_claim": "ckpt", "volume_mount_path": "ckpt"}, "volume_mount_path"),
+    ("env_secret_not_a_name", {"env_secret": "wandb key"}, "env_secret"),
+    ("file_secret_in_another_namespace", {"file_secret": "kube-system/admin"}, "file_secret"),
 ]
 
 
@@ -115,3 +123,11 @@ def test_job_writes_without_a_csrf_token_are_refused(users, jobs, route):
     client = Client(enforce_csrf_checks=True)
     client.force_login(users["lead"])
     assert client.post(reverse(route, args=[jobs["bob_wait"].pk])).status_code == 403
+
+
+def test_a_job_keeps_the_claim_and_secrets_it_names(clients, jobs):
+    attached = {"volume_claim": "ckpt", "volume_mount_path": "/data/ckpt", "env_secret": "wandb",
+                "file_secret": "hf-token"}
+    response = clients["lead"].post(reverse("api:job-list"), {**GOOD, **attached}, content_type="application/json")
+    assert response.status_code == 201, response.content
+    assert {k: response.json()[k] for k in attached} == attached

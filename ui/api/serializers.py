@@ -30,7 +30,7 @@ class JobSerializer(serializers.ModelSerializer):
         fields = ["id", "name", "team", "project", "kind", "priority_class", "priority_value", "status",
                   "gpus", "gpu_memory_gb", "gpu_models", "cpu_cores", "memory_gb", "gang",
                   "checkpoint_interval_s", "checkpoint_save_s", "expected_runtime_s", "preemptible", "image",
-                  "command",
+                  "command", "volume_claim", "volume_mount_path", "env_secret", "file_secret",
                   "submitted_by", "submitted_at", "started_at", "finished_at", "borrowed", "queue_order",
                   "queue_position_team", "queue_position_overall", "estimated_start",
                   "pending_reason_code", "pending_reason"]
@@ -87,6 +87,17 @@ class JobSubmitSerializer(StrictSerializer):
                                                   allow_null=True, default=None)
     image = serializers.CharField(required=False, allow_blank=True, max_length=300, default="")
     command = serializers.CharField(required=False, allow_blank=True, max_length=1000, default="")
+    volume_claim = serializers.CharField(
+        required=False, allow_blank=True, max_length=253, default="",
+        help_text="A PersistentVolumeClaim in the team's namespace (the name alone), mounted in every pod.")
+    volume_mount_path = serializers.CharField(required=False, allow_blank=True, max_length=200,
+                                              default="/checkpoints", help_text="Where the claim is mounted.")
+    env_secret = serializers.CharField(
+        required=False, allow_blank=True, max_length=253, default="",
+        help_text="A Secret in the team's namespace whose keys become environment variables.")
+    file_secret = serializers.CharField(
+        required=False, allow_blank=True, max_length=253, default="",
+        help_text="A Secret in the team's namespace, mounted read-only at /etc/secrets/<name>.")
 
 
 class ReprioritiseSerializer(StrictSerializer):
