@@ -17,7 +17,7 @@ does not pay for it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from .placement import allowed_models, as_whole
 from .reasons import IdleCause, WaitingReason
@@ -42,9 +42,19 @@ FROM_REASON = {
     WaitingReason.REPARTITION_PENDING: IdleCause.SETTLING,
     WaitingReason.NO_SLICE: IdleCause.MIG_LAYOUT,
 }
-# (the GPU idle and usable, in MIG mode, idle usable GPUs on its node, of them in whole mode,
-# free share of the GPU): what decides which waiting jobs fit there
-Hole = tuple[bool, bool, int, int, float]
+
+
+class Hole(NamedTuple):
+    """What decides which waiting jobs fit on a GPU with free capacity."""
+
+    idle: bool  # no job holds any of it, and it is usable
+    mig: bool  # in MIG mode
+    idle_gpus: int  # idle usable GPUs on its node
+    whole_mode: int  # of those, in whole mode
+    mig_busy: int  # GPUs on its node in MIG mode running some slice (no whole job can use them)
+    share: float  # its free share
+
+
 NODE_STATE = {"draining": IdleCause.NODE_DRAINING, "reconfiguring": IdleCause.MIG_RECONFIGURING}
 
 
@@ -71,11 +81,12 @@ def idle_causes(session: Session, pending: dict[str, PendingInfo]) -> dict[GpuKe
                 continue
             cause = _held(session, node, gpu)
             if cause is None:
-                hole = (
+                hole = Hole(
                     gpu in empty,
                     gpu.mig_enabled,
                     len(empty),
                     sum(not g.mig_enabled for g in empty),
+                    sum(g.mig_enabled and not g.idle for g in node.gpus),
                     round(free_units(gpu), 4),
                 )
                 key = (node.model, node.tier, hole)
@@ -102,7 +113,13 @@ def _held(session: Session, node: NodeState, gpu: GpuState) -> IdleCause | None:
 def _by_jobs(session: Session, node: NodeState, hole: Hole, waiting: list[tuple[Job, WaitingReason]]) -> IdleCause:
     """Steps 2 and 3 of the rule for a hole on this node's model and tier."""
     fallback = IdleCause.NOTHING_WAITING
-    rank = {IdleCause.NOTHING_WAITING: 0, IdleCause.NOTHING_FITS: 1, IdleCause.TIER: 2, IdleCause.GPU_MODEL: 3}
+    rank = {
+        IdleCause.NOTHING_WAITING: 0,
+        IdleCause.NOTHING_FITS: 1,
+        IdleCause.MIG_LAYOUT: 2,
+        IdleCause.TIER: 3,
+        IdleCause.GPU_MODEL: 4,
+    }
     for job, reason in waiting:
         fits, whole_mode_only = _fits(session, job, hole)
         model_ok = node.model in allowed_models(session, job)
@@ -114,7 +131,7 @@ def _by_jobs(session: Session, node: NodeState, hole: Hole, waiting: list[tuple[
         elif fits and model_ok:
             candidate = IdleCause.TIER
         elif model_ok and tier_ok:
-            candidate = IdleCause.NOTHING_FITS
+            candidate = IdleCause.MIG_LAYOUT if _fits_without_mig(session, job, hole) else IdleCause.NOTHING_FITS
         else:
             continue
         fallback = max(fallback, candidate, key=rank.__getitem__)
@@ -123,16 +140,24 @@ def _by_jobs(session: Session, node: NodeState, hole: Hole, waiting: list[tuple[
 
 def _fits(session: Session, job: Job, hole: Hole) -> tuple[bool, bool]:
     """(one member fits the hole, only if a GPU in MIG mode went back to whole mode)."""
-    gpu_idle, gpu_mig, idle_gpus, whole_mode, share = hole
     if as_whole(session, job):
         per = job.gpus or 1
-        return gpu_idle and idle_gpus >= per, gpu_mig or whole_mode < per
+        return hole.idle and hole.idle_gpus >= per, hole.mig or hole.whole_mode < per
     from .actions.common import min_units
 
-    return share >= min_units(session, job) / job.gang_size - 1e-9, False
+    return hole.share >= min_units(session, job) / job.gang_size - 1e-9, False
+
+
+def _fits_without_mig(session: Session, job: Job, hole: Hole) -> bool:
+    """A whole-GPU member would fit were the node's busy MIG GPUs in whole mode and idle: the
+    slices there break up the node."""
+    per = job.gpus or 1
+    return as_whole(session, job) and (hole.idle or hole.mig) and hole.idle_gpus + hole.mig_busy >= per
 
 
 def _from_reason(session: Session, job: Job, code: WaitingReason, whole_mode_only: bool) -> IdleCause:
+    if code == WaitingReason.NO_GANG_GROUP and whole_mode_only:
+        return IdleCause.MIG_LAYOUT
     if code == WaitingReason.NO_GANG_GROUP:
         return IdleCause.TOPOLOGY if _free_nodes(session, job) >= job.gang_size else IdleCause.NOTHING_FITS
     if code in (WaitingReason.NO_FREE_GPUS, WaitingReason.NEW):

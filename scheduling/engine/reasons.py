@@ -66,7 +66,8 @@ class IdleCause(_Coded):
     QUOTA = "quota", "The job that would use it is at its team's quota or burst limit."
     TIER = "tier", "Only jobs that may not use its tier (production on spot) would fit."
     GPU_MODEL = "gpu-model", "Only jobs that name other GPU models would fit."
-    MIG_LAYOUT = "mig-layout", "Its MIG layout (or whole mode) has no slice of the shape a job needs."
+    MIG_LAYOUT = "mig-layout", ("Its MIG layout (or whole mode) has no slice of the shape a job needs, "
+                                "or MIG GPUs on its node leave too few whole GPUs for one.")
     TOPOLOGY = "topology", "Enough nodes are free for a gang, but not under one switch."
     HOST_RESOURCES = "host-resources", "The job that would use it lacks CPU cores or RAM on its node."
     PARTIAL = "partial", "Held by a job only some of whose members found a place (no gang scheduling)."

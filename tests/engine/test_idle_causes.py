@@ -74,3 +74,11 @@ def test_the_highest_priority_job_that_fits_decides():
     pending = [job("big", team="ml", gpus=8, cls="interactive"), job("small", team="ml")]
     _, idle = causes(snap([node("n1")], pending, runs, queues=[("ml", 0.0, 4.0)]))
     assert set(idle.values()) == {"quota"}
+
+
+def test_slices_that_break_up_a_node_are_the_mig_layout():
+    # Two GPUs in MIG mode each run one small slice: the six whole GPUs left cannot take an
+    # 8-GPU job, which the node could hold were those two GPUs whole.
+    layouts = {0: [("1g.10gb", 0, "svc0")], 1: [("1g.10gb", 0, "svc1")]}
+    _, idle = causes(snap([node("n1", layouts=layouts)], [job("big", gpus=8)]))
+    assert set(idle.values()) == {"mig-layout"} and len(idle) == 8
