@@ -21,7 +21,6 @@ from kubernetes.client.exceptions import ApiException
 from agents.backends import k8s_manifests as m
 
 log = logging.getLogger(__name__)
-MERGE_PATCH = "application/merge-patch+json"
 COUNTS_KEPT = 4096  # repeats remembered per process; a forgotten one counts from 2 again
 
 
@@ -42,17 +41,10 @@ class PodEvents:
         body = m.event_manifest(pod={"name": meta.name, "namespace": meta.namespace, "uid": meta.uid or ""},
                                 reason=reason, message=message, warning=warning, at=at, instance=self.instance)
         name = body["metadata"]["name"]
+        count = self._counts.get(name, 1) + 1  # if it is a repeat
         try:
-            try:
-                self.core.create_namespaced_event(meta.namespace, body, _request_timeout=self.timeout_s)
-                self._remember(name, 1)
-            except ApiException as exc:
-                if exc.status != 409:
-                    raise
-                count = self._counts.get(name, 1) + 1
-                self.core.patch_namespaced_event(name, meta.namespace, {"count": count, "lastTimestamp": at},
-                                                 _content_type=MERGE_PATCH, _request_timeout=self.timeout_s)
-                self._remember(name, count)
+            created = self._create_or_raise(meta.namespace, body, {"count": count, "lastTimestamp": at})
+            self._remember(name, 1 if created else count)
         except Exception as exc:  # noqa: BLE001 - an event must never fail the action it describes
             log.warning("event %s on pod %s/%s not recorded: %s", reason, meta.namespace, meta.name,
                         getattr(exc, "reason", None) or exc)
@@ -66,21 +58,28 @@ class PodEvents:
         at = _now()
         body = m.waiting_event_manifest(job_id=job_id, namespace=namespace, reason_code=reason_code,
                                         message=message, at=at, instance=self.instance, count=count)
+        raised = {"count": count, "lastTimestamp": at, "message": body["message"]} if count > 1 else None
         try:
-            try:
-                self.core.create_namespaced_event(namespace, body, _request_timeout=self.timeout_s)
-            except ApiException as exc:
-                if exc.status != 409:
-                    raise
-                if count > 1:
-                    patch = {"count": count, "lastTimestamp": at, "message": body["message"]}
-                    self.core.patch_namespaced_event(body["metadata"]["name"], namespace, patch,
-                                                     _content_type=MERGE_PATCH, _request_timeout=self.timeout_s)
+            self._create_or_raise(namespace, body, raised)
         except Exception as exc:  # noqa: BLE001 - an event must never fail the cycle that found the reason
             log.warning("Waiting event for job %s in %s not recorded: %s", job_id, namespace,
                         getattr(exc, "reason", None) or exc)
             return False
         return True
+
+    def _create_or_raise(self, namespace: str, body: dict, raised: dict | None) -> bool:
+        """Create the event `body`; when it exists already (409: a repeat), merge `raised` into it
+        (None: leave it as it is). True when created; any other refusal raises."""
+        try:
+            self.core.create_namespaced_event(namespace, body, _request_timeout=self.timeout_s)
+            return True
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+        if raised is not None:
+            self.core.patch_namespaced_event(body["metadata"]["name"], namespace, raised,
+                                             _content_type=m.MERGE_PATCH, _request_timeout=self.timeout_s)
+        return False
 
     def _remember(self, name: str, count: int) -> None:
         self._counts[name] = count

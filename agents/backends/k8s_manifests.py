@@ -33,6 +33,9 @@ GPU_RESOURCE = "nvidia.com/gpu"
 TESSERA_CONFIG_PREFIX = "tessera-"  # the mig-parted configs Tessera writes (agents/mig.py names them)
 MIG_CONFIGS_RECENT = 16
 GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+# The patches below go as merge patches, not the client's default pick (a JSON patch, which wants a
+# list of operations).
+MERGE_PATCH = "application/merge-patch+json"
 
 # A DNS-1035 label (a Service's name): it may not start with a digit.
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")

@@ -24,9 +24,6 @@ from agents.backends.base import (
     TransientBackendError,
 )
 
-# A merge patch, not the client's default pick (a JSON patch, which wants a list of operations).
-MERGE_PATCH = "application/merge-patch+json"
-
 
 class MigLabels:
     """The MIG half of KubernetesBackend; it brings `core`, `config` and `_node_labels`."""
@@ -63,7 +60,7 @@ class MigLabels:
         return RepartitionState(node_name, labels.get(self.config.mig_config_label), phase)
 
     def _patch_labels(self, node_name: str, labels: dict[str, str | None]) -> None:
-        self.core.patch_node(node_name, m.label_patch(labels), _content_type=MERGE_PATCH,
+        self.core.patch_node(node_name, m.label_patch(labels), _content_type=m.MERGE_PATCH,
                              _request_timeout=self.config.request_timeout_s)
 
     def _publish_mig_config(self, config_name: str, layouts) -> None:
@@ -87,7 +84,7 @@ class MigLabels:
                                                            _request_timeout=self.config.request_timeout_s)
                 else:  # the resourceVersion makes the patch conditional: a raced write answers 409
                     patch = {"metadata": {"resourceVersion": current.metadata.resource_version}, "data": {key: text}}
-                    self.core.patch_namespaced_config_map(name, namespace, patch, _content_type=MERGE_PATCH,
+                    self.core.patch_namespaced_config_map(name, namespace, patch, _content_type=m.MERGE_PATCH,
                                                           _request_timeout=self.config.request_timeout_s)
                 return
             except ApiException as exc:

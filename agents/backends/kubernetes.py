@@ -37,7 +37,7 @@ from agents.backends.base import (
     TransientBackendError,
 )
 from agents.backends.k8s_events import PodEvents
-from agents.backends.k8s_mig import MERGE_PATCH, MigLabels
+from agents.backends.k8s_mig import MigLabels
 from agents.backends.k8s_pod_cache import PodCache
 from agents.backends.k8s_reading import (
     GFD_MIG_STRATEGY,
@@ -398,7 +398,7 @@ class KubernetesBackend(MigLabels, RendezvousServices):
 
     def _annotate(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
         self.core.patch_namespaced_pod(
-            name, namespace, m.annotation_patch(annotations), _content_type=MERGE_PATCH,
+            name, namespace, m.annotation_patch(annotations), _content_type=m.MERGE_PATCH,
             _request_timeout=self.config.request_timeout_s,
         )
 
