@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -281,9 +281,6 @@ class Backend(Protocol):
 
     def job_observations(self, job_id: str) -> list[JobObservation]:
         """The pods of one job now: what an action step needs, without listing every pod."""
-
-    def watch(self, timeout_s: float) -> Iterator[JobObservation]:
-        """Changes since the last poll or watch, for up to timeout_s seconds."""
 
     def pod_log(self, namespace: str, pod_name: str, tail_lines: int, limit_bytes: int) -> str | None:
         """The pod's last `tail_lines` lines of output (at most `limit_bytes`); None when the pod is

@@ -11,13 +11,12 @@ import dataclasses
 import functools
 import json
 import re
-from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import urllib3
-from kubernetes import client, watch
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from agents.backends import k8s_manifests as m
@@ -132,7 +131,6 @@ class KubernetesBackend(MigLabels, RendezvousServices):
     def __init__(self, config: KubernetesConfig | None = None) -> None:
         self.config = config or KubernetesConfig()
         self.core = client.CoreV1Api(self.config.api_client)
-        self._resource_version: str | None = None  # where the next watch resumes
         self.events = PodEvents(self.core, self.config.request_timeout_s)
         self.pods = PodCache(self.core, m.MANAGED_SELECTOR, self.config.request_timeout_s)
 
@@ -264,49 +262,16 @@ class KubernetesBackend(MigLabels, RendezvousServices):
         pods = self.core.list_pod_for_all_namespaces(
             label_selector=m.MANAGED_SELECTOR, _request_timeout=self.config.request_timeout_s
         )
-        self._resource_version = pods.metadata.resource_version
         return [obs for obs in map(pod_observation, pods.items) if obs is not None]
 
     @_api_errors
     def job_observations(self, job_id: str) -> list[JobObservation]:
         # The API server filters by the job's label: one job's pods cross the wire, not the
-        # cluster's (a full list took 0.67 s at 2,000 pods in every action step). The watch's
-        # resume point is the full poll's alone, so it is left as it is.
+        # cluster's (a full list took 0.67 s at 2,000 pods in every action step).
         pods = self.core.list_pod_for_all_namespaces(
             label_selector=f"{m.MANAGED_SELECTOR},{m.LABEL_JOB}={job_id}",
             _request_timeout=self.config.request_timeout_s)
         return [obs for obs in map(pod_observation, pods.items) if obs is not None]
-
-    def watch(self, timeout_s: float) -> Iterator[JobObservation]:
-        """Pod changes since the last poll or watch; relists when the server has forgotten that."""
-        if self._resource_version is None:
-            yield from self.poll_observations()  # the list is the watch's starting point
-        stream = watch.Watch()
-        try:
-            with api_errors():
-                yield from self._watch_events(stream, timeout_s)
-        except ApiException as exc:
-            if exc.status != 410:  # 410 Gone: our resourceVersion is too old to resume from
-                raise
-            self._resource_version = None
-            yield from self.poll_observations()
-        finally:
-            stream.stop()
-
-    def _watch_events(self, stream: watch.Watch, timeout_s: float) -> Iterator[JobObservation]:
-        for event in stream.stream(
-            self.core.list_pod_for_all_namespaces,
-            label_selector=m.MANAGED_SELECTOR,
-            resource_version=self._resource_version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=max(1, int(timeout_s)),
-            _request_timeout=timeout_s + self.config.request_timeout_s,
-        ):
-            self._resource_version = stream.resource_version
-            if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
-                obs = pod_observation(event["object"], deleted=event["type"] == "DELETED")
-                if obs is not None:
-                    yield obs
 
     # -- helpers ---------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ import os
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -272,9 +272,6 @@ class SimulatedBackend:
 
     def job_observations(self, job_id: str) -> list[JobObservation]:
         return [o for o in self.poll_observations() if o.job_id == job_id]
-
-    def watch(self, timeout_s: float) -> Iterator[JobObservation]:
-        yield from self.poll_observations()  # no change feed: the full picture is always current
 
     def pod_log(self, namespace: str, pod_name: str, tail_lines: int, limit_bytes: int) -> str | None:
         with self._state(write=False) as state:

@@ -267,10 +267,6 @@ def test_the_fake_reproduces_the_clients_binding_trap(backend, cluster):
     assert cluster.pod("team-vision", "job-42-0")["spec"]["nodeName"] == "gpu-h100-01"
 
 
-def _statuses(observations):
-    return [(o.job_id, o.status) for o in observations]
-
-
 def test_poll_sees_our_pods_only(backend, cluster):
     backend.bind(_bind())
     stranger = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"},
@@ -281,74 +277,12 @@ def test_poll_sees_our_pods_only(backend, cluster):
     assert (seen.job_id, seen.status, seen.node_name) == ("42", JobStatus.PENDING, "gpu-h100-01")
 
 
-def test_one_jobs_pods_are_read_by_its_label_and_leave_the_watch_where_it_was(backend, cluster):
+def test_one_jobs_pods_are_read_by_its_label(backend, cluster):
     backend.bind(_bind())
     backend.bind(_bind(job_id="43", pod_name="job-43-0"))
-    backend.poll_observations()
-    resume_at = backend._resource_version
     cluster.set_pod_phase("team-vision", "job-43-0", "Running")
-    assert [o.pod_name for o in backend.job_observations("43")] == ["job-43-0"]
+    assert [(o.pod_name, o.status) for o in backend.job_observations("43")] == [("job-43-0", JobStatus.RUNNING)]
     assert backend.job_observations("44") == []
-    assert backend._resource_version == resume_at  # the watch still sees job 43's change
-    assert _statuses(backend.watch(timeout_s=1)) == [("43", JobStatus.RUNNING)]
-
-
-def test_watch_resumes_where_the_poll_left_off(backend, cluster):
-    backend.bind(_bind())
-    backend.poll_observations()
-    cluster.set_pod_phase("team-vision", "job-42-0", "Succeeded", reason="Completed", exit_code=0)
-    cluster.finish_deletion("team-vision", "job-42-0")
-    seen = list(backend.watch(timeout_s=1))
-    assert _statuses(seen) == [("42", JobStatus.SUCCEEDED), ("42", JobStatus.DELETED)]
-    assert (seen[0].reason, seen[0].exit_code) == ("Completed", 0)
-    assert list(backend.watch(timeout_s=1)) == []  # nothing new: nothing twice
-
-
-def test_watch_streams_live_phase_changes(backend, cluster):
-    backend.bind(_bind())
-    backend.poll_observations()
-
-    def kubelet():
-        cluster.set_pod_phase("team-vision", "job-42-0", "Failed", reason="OOMKilled",
-                              exit_code=137)
-
-    timer = _later(0.3, kubelet)
-    started = time.monotonic()
-    observations = backend.watch(timeout_s=10)
-    seen = next(observations)
-    observations.close()  # the first change is enough: stop watching early
-    timer.join()
-    assert time.monotonic() - started < 5
-    assert (seen.status, seen.reason, seen.exit_code) == (JobStatus.FAILED, "OOMKilled", 137)
-
-
-def test_watch_sees_preemption_as_terminating_then_deleted(backend, cluster):
-    backend.bind(_bind())
-    cluster.set_pod_phase("team-vision", "job-42-0", "Running")
-    backend.poll_observations()
-    backend.preempt(PreemptRequest("42", "job-42-0", "team-vision", 30, "higher priority"))
-    cluster.finish_deletion("team-vision", "job-42-0")
-    seen = list(backend.watch(timeout_s=1))
-    assert seen[-1].status is JobStatus.DELETED
-    assert any(o.terminating and o.status is JobStatus.RUNNING for o in seen)
-
-
-def test_a_watch_too_old_to_resume_relists(backend, cluster):
-    backend.bind(_bind())
-    backend.poll_observations()
-    cluster.set_pod_phase("team-vision", "job-42-0", "Succeeded", exit_code=0)
-    cluster.compact()  # the server forgot the history the watch would resume from
-    seen = list(backend.watch(timeout_s=1))
-    assert _statuses(seen) == [("42", JobStatus.SUCCEEDED)]  # from the relist
-    assert ("WATCH", "/api/v1/pods") in cluster.requests
-    cluster.set_pod_phase("team-vision", "job-42-0", "Failed", reason="Evicted")
-    assert _statuses(backend.watch(timeout_s=1)) == [("42", JobStatus.FAILED)]
-
-
-def test_a_first_watch_starts_from_a_list(backend, cluster):
-    backend.bind(_bind())
-    seen = list(backend.watch(timeout_s=1))
-    assert _statuses(seen) == [("42", JobStatus.PENDING)]
 
 
 @pytest.mark.parametrize("code", [429, 503])
