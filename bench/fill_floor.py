@@ -1,7 +1,7 @@
 """A lower bound, for ANY placement policy, on the unallocated GPUs of the fill experiment.
 
     .venv/bin/python bench/fill_floor.py --nodes ../shared/traces/alibaba-gpu-v2023/openb_node_list_gpu_node.csv \
-        --trace ../shared/traces/alibaba-gpu-v2023/openb_pod_list_default.csv --seeds 42-51 [--policy tessera-fill]
+        --trace ../shared/traces/alibaba-gpu-v2023/openb_pod_list_default.csv --seeds 42-51 [--policy tessera]
 
 For each seed it rebuilds the experiment's own task sequence (scheduling.simulator.fill's
 arrival_sequence, with the same seeded stream as experiment.run_one) and, for every event that
@@ -28,13 +28,13 @@ on are all dropped, and every task may be placed or dropped freely, in hindsight
   GPU, so it is valid whatever the float error of the LP. It is above the pairing bound on every
   seed here: that one counts only the waste beside the large shares.
 * lp<X% (--forced-until, default 95): the same LP for the policies that drop no GPU task arriving
-  before X% of capacity (tessera-fill and fgd drop their first near 95-96%; the table prints where).
+  before X% of capacity (tessera and fgd drop their first near 95-96%; the table prints where).
   Those tasks get a value bonus, so the dual bound holds for packings that place them all. It is
   not a bound for every policy, only a measure of the room left to a policy of that kind.
 
-tessera-fill's hole term prices request sizes with the same LP, solved on its workload prior; the
+tessera's hole term prices request sizes with the same LP, solved on its workload prior; the
 LP (configuration_duals, over SciPy's HiGHS) and its knapsack (best_pattern) come from
-scheduling/simulator/fill/packing.py.
+scheduling/engine/fragment/packing.py.
 """
 
 from __future__ import annotations
@@ -48,11 +48,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from scheduling.engine.fragment.packing import best_pattern, configuration_duals  # noqa: E402
+from scheduling.engine.fragment.shapes import MILLI, Request  # noqa: E402
 from scheduling.simulator.cli import parse_seeds  # noqa: E402
 from scheduling.simulator.fill.loop import arrival_sequence  # noqa: E402
 from scheduling.simulator.fill.metrics import bin_events  # noqa: E402
-from scheduling.simulator.fill.model import MILLI, Task  # noqa: E402
-from scheduling.simulator.fill.packing import best_pattern, configuration_duals  # noqa: E402
 from scheduling.simulator.fill.prior import PRIORS, split_by_creation  # noqa: E402
 from scheduling.simulator.fill.traces import load_nodes, load_tasks  # noqa: E402
 
@@ -62,7 +62,7 @@ Item = tuple[int, bool]  # (per-GPU milli, forced: must be placed)
 FORCE_BONUS = 10_000.0  # value added to a forced item; > any loss from placing it
 
 
-def gpu_items(tasks: list[Task], forced: int = 0) -> Counter[Item]:
+def gpu_items(tasks: list[Request], forced: int = 0) -> Counter[Item]:
     """Per-GPU request sizes -> count; a k-GPU task is k items (their being on distinct GPUs of
     one node is dropped: a relaxation). The first `forced` tasks are marked as placed."""
     items: Counter[Item] = Counter()

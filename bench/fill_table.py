@@ -5,7 +5,7 @@ LP lower bound on what any policy could reach.
         [--split reporting] [--seeds 101-105] [--policies ...] [--past-half] [--json fill-table.json]
 
 For each trace and seed: the policies (all seven by default) with the online prior, fgd and
-tessera-fill also with the oracle prior (and, with --past-half, with the past-half prior where the trace has creation
+tessera also with the oracle prior (and, with --past-half, with the past-half prior where the trace has creation
 times), and bench/fill_floor.py's lp bound for that seed's arrival sequence. Policies that learn
 no prior give the same result under every prior (tests/simulator/test_prior.py), so they run
 once. Figures are unallocated GPU % at 100% arrived: the median over seeds, the worst in brackets.
@@ -34,7 +34,7 @@ from scheduling.simulator.fill.sets import SPLITS, trace_file  # noqa: E402
 from scheduling.simulator.fill.traces import load_nodes, load_tasks  # noqa: E402
 
 POLICIES = DEFAULT_POLICIES.split(",")
-LEARNING = ("tessera-fill", "fgd")  # the policies that use a workload prior; always run
+LEARNING = ("tessera", "fgd")  # the policies that use a workload prior; always run
 NODE_FILE = "openb_node_list_gpu_node.csv"
 
 
@@ -73,11 +73,11 @@ def tables(rows: list[dict], traces: list[str], paper_dir: Path | None = None) -
     def col(t: str, key: str) -> list[float]:
         return [r[key] for r in by_trace[t] if key in r]
 
-    head = ["trace", *policies, "LP bound", "tessera-fill − bound", "tessera-fill < fgd"]
+    head = ["trace", *policies, "LP bound", "tessera − bound", "tessera < fgd"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for t in traces:
-        gaps = [r["tessera-fill/online"] - r["bound"] for r in by_trace[t]]
-        wins = sum(r["tessera-fill/online"] < r["fgd/online"] for r in by_trace[t])
+        gaps = [r["tessera/online"] - r["bound"] for r in by_trace[t]]
+        wins = sum(r["tessera/online"] < r["fgd/online"] for r in by_trace[t])
         lines.append("| " + " | ".join([t, *(_cell(col(t, f"{p}/online")) for p in policies),
                                          _cell(col(t, "bound")), _cell(gaps),
                                          f"{wins}/{len(by_trace[t])}"]) + " |")
@@ -88,12 +88,12 @@ def tables(rows: list[dict], traces: list[str], paper_dir: Path | None = None) -
     lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for t in traces:
         cells = [_cell(col(t, f"{p}/{q}")) for q in priors for p in LEARNING]
-        margins = [_cell([r[f"fgd/{q}"] - r[f"tessera-fill/{q}"] for r in by_trace[t]
+        margins = [_cell([r[f"fgd/{q}"] - r[f"tessera/{q}"] for r in by_trace[t]
                           if f"fgd/{q}" in r], min) for q in priors]
         bound = [_cell(col(t, "bound/past-half"))] if later else []
         lines.append("| " + " | ".join([t, *cells, *margins, *bound]) + " |")
     lines.append("\nunallocated GPU % at 100% arrived, median over seeds (worst); margin = fgd − "
-                 "tessera-fill (worst = the smallest; negative: fgd leads)")
+                 "tessera (worst = the smallest; negative: fgd leads)")
     if paper_dir:
         lines += ["", _paper_table(paper_dir, traces)]
     return "\n".join(lines)
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--split", choices=sorted(SPLITS), default="reporting")
     ap.add_argument("--seeds", type=parse_seeds, help="default: the split's seeds")
     ap.add_argument("--policies", type=parse_policies, default=POLICIES,
-                    help="the policies to run online (tessera-fill and fgd always run)")
+                    help="the policies to run online (tessera and fgd always run)")
     ap.add_argument("--past-half", action="store_true", help="also the past-half prior")
     ap.add_argument("--processes", type=int, default=2)
     ap.add_argument("--json", type=Path, help="write every per-seed figure here")

@@ -16,7 +16,13 @@ Packing = Literal["binpack", "spread"]
 # least work lost (what kube-scheduler, Kueue and Volcano do); "lost-work" least GPU-seconds lost
 # since the last checkpoint, then lowest class, then shortest runtime (issue 18).
 VictimOrder = Literal["class", "lost-work"]
-CHOICES = {"Packing": Packing, "VictimOrder": VictimOrder}
+# Which node a whole-GPU job or a share goes to among those that fit (placement/scored.py): "order"
+# the first in index order (packing, tiers), else the named scorer of engine/fragment, the index
+# order breaking its ties: "tessera" (FGD's fragmentation drop plus CPU-stranding, model-pressure
+# and hole-pricing terms), or one of the FGD paper's: "fgd", "bestfit", "dotprod", "gpupacking",
+# "gpuclustering".
+PlacementScorer = Literal["order", "tessera", "fgd", "bestfit", "dotprod", "gpupacking", "gpuclustering"]
+CHOICES = {"Packing": Packing, "VictimOrder": VictimOrder, "PlacementScorer": PlacementScorer}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,6 +43,7 @@ class Features:
     production_shares: bool = True  # production inference with no free slice shares a whole-mode
     #                                 GPU rather than taking a whole one (needs gang and sharing)
     packing: Packing = "spread"  # "binpack" (fullest first) or "spread" (least allocated)
+    placement_scorer: PlacementScorer = "order"  # see PlacementScorer above
     share_packing: Packing = "binpack"  # which sharable GPU a share goes to: the fullest, or the
     #                                     emptiest (the device plugin spreading time-slice replicas)
     priority_preemption: bool = False  # preempt may stop any lower-class pod, whatever its team or

@@ -25,6 +25,7 @@ from .types import Job, Nomination, Queue, Snapshot
 
 if TYPE_CHECKING:
     from .explain import ModelSupply, ReleaseCurve
+    from .fragment import Binding
 
 _NO_SHAPES: frozenset[Shape] = frozenset()
 RequestShape = tuple[object, ...]  # what placement depends on (actions.common.request_shape)
@@ -74,6 +75,7 @@ class Session:
         self.victim_keys: dict[str, VictimKey] = {}  # victim ranking per running job (actions.evict)
         self.job_ends: dict[str, float] = {}  # expected end per running job (actions.reserve)
         self.memory_by_model: dict[str, float] | None = None  # smallest GPU memory (placement.common)
+        self.fragment: Binding | None = None  # the placement scorer and its prior (placement.scored)
         self.allowed: dict[tuple[object, ...], tuple[str, ...]] = {}  # models per request (placement.common)
         self.supply: dict[str, ModelSupply] | None = None  # free/total units and ends per model (explain)
         self.release_curves: dict[tuple[str, ...], ReleaseCurve] = {}  # per model set (explain)

@@ -19,7 +19,7 @@ from .fill.traces import TraceError, load_nodes, load_tasks
 from .run import add_run_parsers
 from .run.spec import SpecError
 
-DEFAULT_POLICIES = "tessera-fill,fgd,bestfit,gpupacking,gpuclustering,dotprod,random"
+DEFAULT_POLICIES = "tessera,fgd,bestfit,gpupacking,gpuclustering,dotprod,random"
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     fill.add_argument("--policies", type=parse_policies, default=parse_policies(DEFAULT_POLICIES))
     fill.add_argument("--seeds", type=parse_seeds, default=parse_seeds("42-51"))
     fill.add_argument("--prior", choices=PRIORS, default="online",
-                      help="what policies that learn the workload (fgd, tessera-fill) learn from: "
+                      help="what policies that learn the workload (fgd, tessera) learn from: "
                            "the tasks arrived so far (online), the trace's earlier half by "
                            "creation_time, run on the later half (past-half), or the whole trace "
                            "(oracle, the paper's method)")

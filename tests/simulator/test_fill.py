@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from scheduling.engine.fragment.frag import FragModel
+from scheduling.engine.fragment.shapes import Request
 from scheduling.simulator.cli import main, parse_seeds
 from scheduling.simulator.fill import get_policy
 from scheduling.simulator.fill.experiment import run_one
-from scheduling.simulator.fill.frag import FragModel
 from scheduling.simulator.fill.loop import arrival_sequence, run_fill
-from scheduling.simulator.fill.model import Task
 from scheduling.simulator.fill.prior import Binding, FixedPrior
 from scheduling.simulator.fill.traces import NodeSpec, TraceTask
 
@@ -20,8 +20,8 @@ OPENB = TRACES / "alibaba-gpu-v2023"
 
 NODES = [NodeSpec("n0", 16000, 65536, 2, "A"), NodeSpec("n1", 8000, 32768, 1, "B")]
 TASKS = [TraceTask(f"p{i}", t) for i, t in enumerate([
-    Task(4000, 4096, 1, 500), Task(2000, 2048, 1, 1000), Task(1000, 1024, 0, 0),
-    Task(4000, 8192, 2, 1000, frozenset({"A"}))])]
+    Request(4000, 4096, 1, 500), Request(2000, 2048, 1, 1000), Request(1000, 1024, 0, 0),
+    Request(4000, 8192, 2, 1000, frozenset({"A"}))])]
 
 
 def test_arrival_sequence_inflates_to_the_target():
@@ -32,11 +32,11 @@ def test_arrival_sequence_inflates_to_the_target():
 
 
 def test_arrival_sequence_drops_tasks_above_the_target():
-    big = [TraceTask(f"p{i}", Task(0, 0, 1, 1000)) for i in range(10)]
+    big = [TraceTask(f"p{i}", Request(0, 0, 1, 1000)) for i in range(10)]
     assert sum(t.total_milli for t in arrival_sequence(big, 3000, random.Random(1))) <= 3900
 
 
-@pytest.mark.parametrize("policy", ["tessera-fill", "fgd", "bestfit", "gpupacking", "gpuclustering",
+@pytest.mark.parametrize("policy", ["tessera", "fgd", "bestfit", "gpupacking", "gpuclustering",
                                     "dotprod", "random"])
 def test_fill_never_overcommits(policy):
     rng = random.Random(7)
@@ -53,7 +53,7 @@ def test_fill_never_overcommits(policy):
 def test_tasks_respect_memory_and_model():
     rng = random.Random(3)
     fm = FragModel.from_tasks(t.task for t in TASKS)
-    seq = [Task(1000, 40000, 1, 1000), Task(1000, 1, 1, 1000, frozenset({"C"}))]
+    seq = [Request(1000, 40000, 1, 1000), Request(1000, 1, 1, 1000, frozenset({"C"}))]
     result = run_fill(NODES, seq, FixedPrior(Binding(get_policy("fgd"), fm)), fm, rng)
     assert result.used == [1000, 1000] and result.failed == 1
 
@@ -78,13 +78,13 @@ def test_cli_fill_writes_json_and_html(tmp_path, capsys):
     nodes, pods = _write_tiny_trace(tmp_path)
     out, html = tmp_path / "out.json", tmp_path / "report.html"
     code = main(["fill", "--nodes", str(nodes), "--trace", str(pods), "--policies",
-                 "tessera-fill,fgd,random", "--seeds", "1-2", "--json", str(out), "--html", str(html),
+                 "tessera,fgd,random", "--seeds", "1-2", "--json", str(out), "--html", str(html),
                  "--processes", "1"])
     assert code == 0
     doc = json.loads(out.read_text())
     assert doc["experiment"] == "fill" and doc["trace"] == "tiny_pods" and doc["seeds"] == [1, 2]
     assert doc["prior"] == "online"  # the default: what an online scheduler could know
-    assert set(doc["policies"]) == {"tessera-fill", "fgd", "random"}
+    assert set(doc["policies"]) == {"tessera", "fgd", "random"}
     assert set(doc["policies"]["fgd"]) == {"allocation_rate", "frag_ratio"}
     assert "100" in doc["policies"]["fgd"]["allocation_rate"]
     assert "plotly" in html.read_text()[:100_000].lower()
@@ -120,8 +120,8 @@ def test_real_default_trace_reproduces_the_paper(tmp_path):
     out = tmp_path / "out.json"
     assert main(["fill", "--nodes", str(OPENB / "openb_node_list_gpu_node.csv"),
                  "--trace", str(OPENB / "openb_pod_list_default.csv"), "--policies",
-                 "fgd,tessera-fill", "--seeds", "42", "--json", str(out)]) == 0
+                 "fgd,tessera", "--seeds", "42", "--json", str(out)]) == 0
     policies = json.loads(out.read_text())["policies"]
     fgd = policies["fgd"]["allocation_rate"]["100"]
     assert abs(fgd - 95.23) <= 0.5  # the paper's FGD, mean of its 10 seeds (± 0.10)
-    assert policies["tessera-fill"]["allocation_rate"]["100"] >= fgd - 0.3
+    assert policies["tessera"]["allocation_rate"]["100"] >= fgd - 0.3

@@ -2,8 +2,8 @@
 
 import pytest
 
-from scheduling.simulator.fill import frag as F
-from scheduling.simulator.fill.model import Task
+from scheduling.engine.fragment import frag as F
+from scheduling.engine.fragment.shapes import Request
 
 SHARE = F.TypicalShape(cpu=4000, gpu_milli=500, num_gpu=1, spec=None, p=0.5)
 WHOLE = F.TypicalShape(cpu=8000, gpu_milli=1000, num_gpu=1, spec=None, p=0.3)
@@ -48,7 +48,7 @@ def test_frag_model_caches_by_state():
 
 
 def _tasks(shape_counts):
-    return [Task(cpu, 1024, num, milli) for (cpu, num, milli), n in shape_counts for _ in range(n)]
+    return [Request(cpu, 1024, num, milli) for (cpu, num, milli), n in shape_counts for _ in range(n)]
 
 
 def test_typical_shapes_cover_the_threshold_and_renormalise():
@@ -60,5 +60,5 @@ def test_typical_shapes_cover_the_threshold_and_renormalise():
 
 
 def test_typical_shapes_ignore_memory():
-    tasks = [Task(1000, 1, 1, 500), Task(1000, 999, 1, 500)]
+    tasks = [Request(1000, 1, 1, 500), Request(1000, 999, 1, 500)]
     assert len(F.typical_shapes(tasks)) == 1

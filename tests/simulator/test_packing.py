@@ -1,15 +1,15 @@
 """The packing LP: its solver, its item prices and the hole values priced from them."""
 
-from scheduling.simulator.fill.model import Task
-from scheduling.simulator.fill.packing import hole_values, item_prices, simplex_max
+from scheduling.engine.fragment.packing import hole_values, item_prices, simplex_max
+from scheduling.engine.fragment.shapes import Request
 
 
 def test_item_prices_charge_what_the_optimum_leaves_out():
     # 2 GPUs, requests 810 x2 and 190 x2 (scaled to exactly fill them): packs perfectly, so the
     # 810s and 190s are worth their size (price 0). Three 470s and two 810s on 3 GPUs: one
     # 470 or 810 must share badly, so some price is above 0.
-    assert all(v == 0.0 for v in item_prices([Task(1, 1, 1, 810), Task(1, 1, 1, 190)], 2).values())
-    prices = item_prices([Task(1, 1, 1, 470)] * 3 + [Task(1, 1, 1, 810)] * 2, 3)
+    assert all(v == 0.0 for v in item_prices([Request(1, 1, 1, 810), Request(1, 1, 1, 190)], 2).values())
+    prices = item_prices([Request(1, 1, 1, 470)] * 3 + [Request(1, 1, 1, 810)] * 2, 3)
     assert all(v >= 0.0 for v in prices.values()) and max(prices.values()) > 0.0
 
 

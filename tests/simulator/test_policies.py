@@ -4,17 +4,17 @@ import random
 
 import pytest
 
-from scheduling.simulator.fill import REGISTRY, Registry, get_policy
-from scheduling.simulator.fill.baselines import fgd_score
-from scheduling.simulator.fill.frag import FragModel, TypicalShape
-from scheduling.simulator.fill.model import NodeState, Task, fits, place
-from scheduling.simulator.fill.tessera_fill import affinity
+from scheduling.engine.fragment.baselines import fgd_score
+from scheduling.engine.fragment.frag import FragModel, TypicalShape
+from scheduling.engine.fragment.shapes import NodeView, Request, fits, place
+from scheduling.engine.fragment.tessera import affinity
+from scheduling.simulator.fill import REGISTRY, get_policy
 
-NODE = NodeState("G2", 64000, 100_000, (1000, 1000, 600, 0), frozenset({"share"}))  # idle 2600
-FRESH = NodeState("G2", 64000, 100_000, (1000,) * 4)
-WHOLE = Task(8000, 1000, 1, 1000)
-SHARE = Task(4000, 1000, 1, 500)
-CPU_ONLY = Task(2000, 1000, 0, 0)
+NODE = NodeView("G2", 64000, 100_000, (1000, 1000, 600, 0), frozenset({"share"}))  # idle 2600
+FRESH = NodeView("G2", 64000, 100_000, (1000,) * 4)
+WHOLE = Request(8000, 1000, 1, 1000)
+SHARE = Request(4000, 1000, 1, 500)
+CPU_ONLY = Request(2000, 1000, 0, 0)
 NO_FM = FragModel([])
 
 
@@ -57,33 +57,33 @@ def test_fgd_score_squashes_the_drop(drop, expected):
 def test_fgd_counts_cpu_stranding():
     # One whole-GPU shape; a CPU-only task that leaves too little CPU strands the GPU (-1000m).
     fm = FragModel([TypicalShape(1000, 1000, 1, None, 1.0)])
-    node = NodeState("G2", 2000, 10_000, (1000,))
-    assert get_policy("fgd").score(node, Task(500, 1, 0, 0), fm) == 50
-    assert get_policy("fgd").score(node, Task(1500, 1, 0, 0), fm) == 26
+    node = NodeView("G2", 2000, 10_000, (1000,))
+    assert get_policy("fgd").score(node, Request(500, 1, 0, 0), fm) == 50
+    assert get_policy("fgd").score(node, Request(1500, 1, 0, 0), fm) == 26
 
 
 def test_fgd_picks_the_gpu_that_fragments_least():
     fm = FragModel([TypicalShape(0, 600, 1, None, 1.0)])
-    node = NodeState("G2", 64000, 10_000, (1000, 700))
-    task = Task(0, 1, 1, 300)
+    node = NodeView("G2", 64000, 10_000, (1000, 700))
+    task = Request(0, 1, 1, 300)
     # On the 700m GPU 400m would be left, too small for the 600m shape; a fresh GPU leaves 700m.
     assert get_policy("fgd").share_pick(node, task, fm, None) == 1000
     assert get_policy("bestfit").share_pick(node, task, fm, None) == 700
 
 
 def test_tessera_breaks_fgd_ties_by_task_class():
-    only_share = NodeState("G2", 64000, 1, (1000, 500), frozenset({"share"}))
+    only_share = NodeView("G2", 64000, 1, (1000, 500), frozenset({"share"}))
     mixed = only_share._replace(tags=frozenset({"share", "1gpu"}))
     assert [affinity(n, SHARE) for n in (only_share, mixed, FRESH)] == [2, 1, 0]
     fm = FragModel([TypicalShape(0, 500, 1, None, 1.0)])
-    tessera = get_policy("tessera-fill")
+    tessera = get_policy("tessera")
     assert tessera.score(only_share, SHARE, fm) > tessera.score(mixed, SHARE, fm)
 
 
 def test_fits_and_place():
     assert fits(NODE, WHOLE) and fits(NODE, SHARE)
-    assert not fits(NODE, Task(8000, 1000, 3, 1000))  # only two fully free GPUs
-    assert not fits(NODE, Task(8000, 200_000, 1, 1000))  # memory
+    assert not fits(NODE, Request(8000, 1000, 3, 1000))  # only two fully free GPUs
+    assert not fits(NODE, Request(8000, 200_000, 1, 1000))  # memory
     assert not fits(NODE, WHOLE._replace(spec=frozenset({"T4"})))
     after = place(NODE, SHARE, share_pick=1000)
     assert after.gpus == (1000, 600, 500, 0) and after.cpu_left == 60000
@@ -92,11 +92,9 @@ def test_fits_and_place():
 
 
 def test_registry_refuses_duplicates_and_unknown_names():
-    assert set(REGISTRY.names()) == {"tessera-fill", "fgd", "bestfit", "gpupacking", "gpuclustering",
+    assert set(REGISTRY.names()) == {"tessera", "fgd", "bestfit", "gpupacking", "gpuclustering",
                                      "dotprod", "random"}
-    registry = Registry()
-    registry.register(get_policy("fgd"))
     with pytest.raises(ValueError, match="already registered"):
-        registry.register(get_policy("fgd"))
-    with pytest.raises(KeyError, match="unknown policy 'nope'; known: fgd"):
-        registry.get("nope")
+        REGISTRY.register("fgd", get_policy("fgd"))
+    with pytest.raises(KeyError, match="unknown placement scorer 'tessera-fill'; known: bestfit"):
+        REGISTRY.get("tessera-fill")

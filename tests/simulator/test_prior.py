@@ -5,11 +5,11 @@ import random
 
 import pytest
 
+from scheduling.engine.fragment.frag import FragModel
+from scheduling.engine.fragment.shapes import Request
 from scheduling.simulator.cli import main
 from scheduling.simulator.fill.experiment import run_one
-from scheduling.simulator.fill.frag import FragModel
 from scheduling.simulator.fill.loop import run_fill
-from scheduling.simulator.fill.model import Task
 from scheduling.simulator.fill.prior import (
     REFRESH_EVERY,
     OnlinePrior,
@@ -44,7 +44,7 @@ class Spy:
 
 def test_the_online_prior_never_sees_a_task_before_it_is_tried():
     # Every task a distinct shape, so each is scored when it arrives and can be told apart.
-    seq = [Task(100 + i, 1, 1, (200, 300, 1000)[i % 3]) for i in range(40)]
+    seq = [Request(100 + i, 1, 1, (200, 300, 1000)[i % 3]) for i in range(40)]
     spy = Spy()
     run_fill(NODES, seq, OnlinePrior(spy, {"A": 16_000, "B": 16_000}), FragModel([]),
              random.Random(1))
@@ -58,13 +58,13 @@ def test_the_online_prior_never_sees_a_task_before_it_is_tried():
 
 def test_the_online_prior_relearns_on_doublings_then_every_1024():
     prior = OnlinePrior(Spy(), None)
-    changed = [n for n in range(1, 3 * REFRESH_EVERY + 1) if prior.observe(Task(1, 1, 0, 0))]
+    changed = [n for n in range(1, 3 * REFRESH_EVERY + 1) if prior.observe(Request(1, 1, 0, 0))]
     assert changed == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 3072]
     assert len(prior.binding.policy.learned) == 3072
 
 
 def _trace(n, created=True):
-    return [TraceTask(f"p{i:02d}", Task(1000 + i, 1, 1, 500), (n - i) * 10 if created else None)
+    return [TraceTask(f"p{i:02d}", Request(1000 + i, 1, 1, 500), (n - i) * 10 if created else None)
             for i in range(n)]
 
 
@@ -89,7 +89,7 @@ def test_past_half_needs_creation_times(tmp_path, capsys):
 
 @pytest.mark.parametrize("policy", ["bestfit", "gpupacking", "gpuclustering", "dotprod", "random"])
 def test_policies_that_learn_nothing_do_not_depend_on_the_prior(policy):
-    trace = [TraceTask(f"p{i}", Task(2000 + 500 * (i % 5), 2048, (1, 1, 2, 0)[i % 4],
+    trace = [TraceTask(f"p{i}", Request(2000 + 500 * (i % 5), 2048, (1, 1, 2, 0)[i % 4],
                                      (300, 1000, 1000, 0)[i % 4]), i) for i in range(40)]
     nodes = [NodeSpec(f"n{i}", 32_000, 131_072, g, m) for i, (g, m) in enumerate([(4, "A"),
                                                                                  (2, "B")] * 4)]

@@ -1,71 +1,71 @@
-"""tessera-fill's CPU-aware term and model-pressure term: what they count, and when they apply."""
+"""tessera's CPU-aware term and model-pressure term: what they count, and when they apply."""
 
 import random
 
-from scheduling.simulator.fill import get_policy
-from scheduling.simulator.fill.experiment import gpu_capacity
-from scheduling.simulator.fill.frag import FragModel, TypicalShape
-from scheduling.simulator.fill.loop import run_fill
-from scheduling.simulator.fill.model import NodeState, Task
-from scheduling.simulator.fill.prior import Binding, FixedPrior, bind
-from scheduling.simulator.fill.tessera_fill import (
-    TesseraFillPolicy,
+from scheduling.engine.fragment.frag import FragModel, TypicalShape
+from scheduling.engine.fragment.shapes import NodeView, Request
+from scheduling.engine.fragment.tessera import (
+    TesseraScorer,
     cpu_per_gpu,
     model_pressure,
     stranded,
 )
+from scheduling.simulator.fill import get_policy
+from scheduling.simulator.fill.experiment import gpu_capacity
+from scheduling.simulator.fill.loop import run_fill
+from scheduling.simulator.fill.prior import Binding, FixedPrior, bind
 from scheduling.simulator.fill.traces import NodeSpec, TraceTask
 
 FM = FragModel([TypicalShape(4000, 1000, 1, None, 1.0)])
-CPU_ONLY = Task(8000, 1, 0, 0)
+CPU_ONLY = Request(8000, 1, 0, 0)
 
 
 def test_cpu_per_gpu_ignores_cpu_only_tasks():
-    tasks = [Task(10_000, 1, 1, 1000), Task(6000, 1, 2, 500), CPU_ONLY]
+    tasks = [Request(10_000, 1, 1, 1000), Request(6000, 1, 2, 500), CPU_ONLY]
     assert cpu_per_gpu(tasks) == 16_000 * 1000 / 2000
     assert cpu_per_gpu([CPU_ONLY]) is None
 
 
 def test_stranded_counts_gpus_the_cpu_cannot_feed():
-    node = NodeState("G2", 12_000, 1, (1000, 1000, 1000))
+    node = NodeView("G2", 12_000, 1, (1000, 1000, 1000))
     assert stranded(node, 4000) == 0.0  # 12 cores feed three 4-core GPUs
     assert stranded(node._replace(cpu_left=4000), 4000) == 2000.0
 
 
 def test_cpu_only_tasks_go_where_they_strand_no_gpu():
-    tessera = TesseraFillPolicy(cpg=4000)
-    lean = NodeState("G2", 12_000, 1, (1000, 1000, 1000))  # every core is needed
-    rich = NodeState("T4", 104_000, 1, (1000, 1000))
+    tessera = TesseraScorer(cpg=4000)
+    lean = NodeView("G2", 12_000, 1, (1000, 1000, 1000))  # every core is needed
+    rich = NodeView("T4", 104_000, 1, (1000, 1000))
     # FGD scores both 50: the 4-core shape still fits. Only `lean` is left short of CPU.
     assert tessera.score(rich, CPU_ONLY, FM) > tessera.score(lean, CPU_ONLY, FM)
 
 
 def test_relieving_a_cpu_poor_node_earns_nothing():
     """Only new stranding counts, so unconstrained tasks are not pulled onto CPU-poor nodes."""
-    tessera, fgd = TesseraFillPolicy(cpg=16_000), get_policy("fgd")
-    poor = NodeState("P100", 8000, 1, (1000, 1000))
-    task = Task(2000, 1, 1, 1000)
+    tessera, fgd = TesseraScorer(cpg=16_000), get_policy("fgd")
+    poor = NodeView("P100", 8000, 1, (1000, 1000))
+    task = Request(2000, 1, 1, 1000)
     assert tessera.score(poor, task, FM)[0] == fgd.score(poor, task, FM)
 
 
 def test_constrained_tasks_skip_the_cpu_term():
-    tessera = TesseraFillPolicy(cpg=4000)
-    lean = NodeState("G2", 12_000, 1, (1000, 1000, 1000))
-    task = Task(8000, 1, 1, 1000, frozenset({"G2"}))
+    tessera = TesseraScorer(cpg=4000)
+    lean = NodeView("G2", 12_000, 1, (1000, 1000, 1000))
+    task = Request(8000, 1, 1, 1000, frozenset({"G2"}))
     assert tessera.score(lean, task, FM)[0] == get_policy("fgd").score(lean, task, FM)
 
 
 def test_unbound_tessera_is_fgd_plus_affinity():
-    node = NodeState("G2", 12_000, 1, (1000, 600))
-    task = Task(8000, 1, 1, 400)
-    assert get_policy("tessera-fill").score(node, task, FM)[0] == get_policy("fgd").score(node, task, FM)
+    node = NodeView("G2", 12_000, 1, (1000, 600))
+    task = Request(8000, 1, 1, 400)
+    assert get_policy("tessera").score(node, task, FM)[0] == get_policy("fgd").score(node, task, FM)
 
 
 def test_bound_tessera_fills_without_overcommitting():
     nodes = [NodeSpec("g", 24_000, 1 << 20, 2, "G2"), NodeSpec("t", 104_000, 1 << 20, 2, "T4")]
-    seq = [Task(20_000, 1, 0, 0), Task(10_000, 1, 1, 1000), Task(10_000, 1, 1, 1000),
-           Task(4000, 1, 1, 500), Task(4000, 1, 1, 500)]
-    policy = get_policy("tessera-fill").for_workload(seq)
+    seq = [Request(20_000, 1, 0, 0), Request(10_000, 1, 1, 1000), Request(10_000, 1, 1, 1000),
+           Request(4000, 1, 1, 500), Request(4000, 1, 1, 500)]
+    policy = get_policy("tessera").for_workload(seq)
     fm = FragModel.from_tasks(seq)
     result = run_fill(nodes, seq, FixedPrior(Binding(policy, fm)), fm, random.Random(1))
     assert result.failed == 0 and result.used[-1] == 3000
@@ -73,18 +73,18 @@ def test_bound_tessera_fills_without_overcommitting():
 
 def test_model_pressure_is_constrained_demand_over_capacity():
     capacity = {"T4": 2000, "G2": 6000}
-    tasks = [Task(1000, 1, 1, 1000, frozenset({"T4"})),  # all on T4
-             Task(1000, 1, 1, 1000, frozenset({"T4", "G2"})),  # split 1:3 by capacity
-             Task(1000, 1, 2, 1000), CPU_ONLY]
+    tasks = [Request(1000, 1, 1, 1000, frozenset({"T4"})),  # all on T4
+             Request(1000, 1, 1, 1000, frozenset({"T4", "G2"})),  # split 1:3 by capacity
+             Request(1000, 1, 2, 1000), CPU_ONLY]
     pressure = model_pressure(tasks, capacity)  # 4000 milli arrive; scaled to 8000 capacity
     assert pressure["T4"] == 1250 * 2 / 2000 and pressure["G2"] == 750 * 2 / 6000
 
 
 def test_free_gpu_tasks_keep_off_models_constrained_tasks_need():
-    tessera = TesseraFillPolicy(cpg=4000, pressure={"T4": 0.9})
-    t4 = NodeState("T4", 104_000, 1, (1000, 1000))
+    tessera = TesseraScorer(cpg=4000, pressure={"T4": 0.9})
+    t4 = NodeView("T4", 104_000, 1, (1000, 1000))
     g2 = t4._replace(model="G2")
-    free = Task(4000, 1, 1, 1000)
+    free = Request(4000, 1, 1, 1000)
     assert tessera.score(g2, free, FM) > tessera.score(t4, free, FM)
     for task in (free._replace(spec=frozenset({"T4", "G2"})), CPU_ONLY):  # no penalty for these
         assert tessera.score(g2, task, FM) == tessera.score(t4, task, FM)
@@ -93,8 +93,8 @@ def test_free_gpu_tasks_keep_off_models_constrained_tasks_need():
 def test_bind_policy_passes_capacity_per_model():
     nodes = [NodeSpec("a", 8000, 1, 2, "T4"), NodeSpec("b", 8000, 1, 2, "T4"),
              NodeSpec("c", 8000, 1, 4, "G2")]
-    trace = [TraceTask("p", Task(1000, 1, 1, 1000, frozenset({"T4"})))]
-    policy = bind(get_policy("tessera-fill"), [t.task for t in trace], gpu_capacity(nodes)).policy
+    trace = [TraceTask("p", Request(1000, 1, 1, 1000, frozenset({"T4"})))]
+    policy = bind(get_policy("tessera"), [t.task for t in trace], gpu_capacity(nodes)).policy
     assert policy.pressure == {"T4": 8000 / 1000 * 1000 / 4000, "G2": 0.0}
 
 
@@ -104,14 +104,14 @@ def test_shares_go_where_they_waste_no_priced_room():
     prices the 350 hole is worth a 320 and the 450 hole 220 + 230, so the 220 takes the 450
     hole and leaves 230 for a 230."""
     prices = {220: 0.0, 230: 0.0, 320: 0.0, 550: 0.0, 650: 0.0, 1000: 0.0}
-    node = NodeState("G2", 64_000, 1, (450, 350))
-    task = Task(4000, 1, 1, 220)
-    assert TesseraFillPolicy(cpg=4000).share_pick(node, task, FM, None) == 350
-    assert TesseraFillPolicy(cpg=4000, prices=prices).share_pick(node, task, FM, None) == 450
+    node = NodeView("G2", 64_000, 1, (450, 350))
+    task = Request(4000, 1, 1, 220)
+    assert TesseraScorer(cpg=4000).share_pick(node, task, FM, None) == 350
+    assert TesseraScorer(cpg=4000, prices=prices).share_pick(node, task, FM, None) == 450
 
 
 def test_bound_tessera_learns_prices_only_with_a_node_list():
-    tasks = [Task(4000, 1, 1, 810), Task(4000, 1, 1, 470), Task(4000, 1, 1, 1000)]
-    assert get_policy("tessera-fill").for_workload(tasks).holes is None
-    bound = get_policy("tessera-fill").for_workload(tasks, {"G2": 3000})
+    tasks = [Request(4000, 1, 1, 810), Request(4000, 1, 1, 470), Request(4000, 1, 1, 1000)]
+    assert get_policy("tessera").for_workload(tasks).holes is None
+    bound = get_policy("tessera").for_workload(tasks, {"G2": 3000})
     assert bound.holes is not None and len(bound.holes) == 1001

@@ -9,6 +9,7 @@ from ..memory import share_milli, smallest_profile
 from ..mig import MigGeometry, MigProfile, geometry_for, masks_allowing, start_choices
 from ..state import GpuState, Shape
 from ..types import Allocation, Job
+from . import scored
 from .common import Models, Slot, model_memory, search_order
 
 if TYPE_CHECKING:
@@ -126,10 +127,15 @@ def _share_slot(session: Session, job: Job, model: str, tier: str) -> Slot | Non
         return None
     keys = sorted((k for k, v in buckets.items() if k >= milli and v),
                   reverse=session.features.share_packing != "binpack")
-    for key in keys:
-        for gpu in buckets[key].values():
-            if gpu.memory_gb - gpu.mem_used >= job.gpu_memory_gb - 1e-9 and \
-                    gpu.node.fits_host(job):
-                return gpu.node, Allocation(gpu_index=gpu.index, milli=milli,
-                                            memory_gb=job.gpu_memory_gb, mig_profile=None, mig_start=None)
-    return None
+    fitting = (gpu for key in keys for gpu in buckets[key].values()
+               if gpu.memory_gb - gpu.mem_used >= job.gpu_memory_gb - 1e-9 and gpu.node.fits_host(job))
+    bound = scored.binding(session)
+    if bound is None:
+        gpu = next(fitting, None)
+    else:  # every fitting GPU, in index order, for the scorer to choose from
+        options = list(fitting)
+        gpu = scored.pick_share(session, bound, job, model, options) if options else None
+    if gpu is None:
+        return None
+    return gpu.node, Allocation(gpu_index=gpu.index, milli=milli, memory_gb=job.gpu_memory_gb,
+                                mig_profile=None, mig_start=None)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..state import NodeState
 from ..statement import Statement
 from ..tiers import tier_order
 from ..topology import GroupShape, choose_gpus, group_cost
 from ..types import Allocation, Job
+from . import scored
 from .common import Models, search_order
 
 if TYPE_CHECKING:
@@ -52,22 +53,28 @@ def _whole_allocations(node: NodeState, count: int) -> list[Allocation]:
 
 
 def _single_node(session: Session, job: Job, models: Models, count: int, members: int) -> NodeState | None:
-    """Best node for `members` members of `count` GPUs each, all on one node."""
+    """Best node for `members` members of `count` GPUs each, all on one node: the lowest
+    all-reduce cost (topology), then the policy's placement score, then index order."""
     total = count * members
-    best = None
+    topology = session.features.topology and total > 1
+    bound = scored.binding(session)
+    if bound is None and not topology:
+        return next((n for n in whole_candidates(session, job, models, total) if n.fits_host(job, members)), None)
+    request = scored.request_for(session, job, members) if bound else None
+    limit = max(TOPOLOGY_CANDIDATES if topology else 0, scored.SCORED_CANDIDATES if bound else 0)
+    best: tuple[float, Any, NodeState] | None = None
     tried = 0
     for node in whole_candidates(session, job, models, total):
         if not node.fits_host(job, members):
             continue
-        if not session.features.topology or total == 1:
-            return node
-        cost = _node_cost(node, total)
-        if best is None or cost < best[0]:
-            best = (cost, node)
+        cost = _node_cost(node, total) if topology else 0.0
+        points = scored.score(bound, node, request) if bound and request else 0
+        if best is None or cost < best[0] or (cost == best[0] and points > best[1]):
+            best = (cost, points, node)
         tried += 1
-        if tried >= TOPOLOGY_CANDIDATES:
+        if tried >= limit:
             break
-    return best[1] if best else None
+    return best[2] if best else None
 
 
 _NODE_COSTS: dict = {}

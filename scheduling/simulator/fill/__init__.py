@@ -1,26 +1,18 @@
-"""The FGD paper's fill experiment (ATC'23 "Beware of Fragmentation"): its task and node model,
-the fragmentation measure, the paper's six policies, tessera-fill, and the loop that runs them.
+"""The FGD paper's fill experiment (ATC'23 "Beware of Fragmentation") over the live engine's
+placement scorers: the openb trace and node lists, the workload priors, and the loop that offers
+each task to a scorer of scheduling/engine/fragment (tessera, fgd and the paper's baselines).
 
-Plain Python (SciPy for the packing LP). Policies are looked up by name in REGISTRY; the live
-scheduler's policies are elsewhere (scheduling/engine/policies.py).
+There is no placement logic here: scoring is the engine's; this package adapts the openb task
+model (milli-GPU shares, CPU, memory, GPU-model constraints) to it and measures the result.
 """
 
-from . import baselines as _b
-from .frag import FragModel, TypicalShape, node_frag, shape_frag, typical_shapes
-from .model import MILLI, NodeState, Task, fits, place
-from .registry import REGISTRY, Policy, Registry
-from .tessera_fill import TesseraFillPolicy
+from ...engine.fragment import SCORERS, Scorer
 
-for _policy in (TesseraFillPolicy(), _b.FgdPolicy(), _b.BestFitPolicy(), _b.GpuPackingPolicy(),
-                _b.GpuClusteringPolicy(), _b.DotProdPolicy(), _b.RandomPolicy()):
-    REGISTRY.register(_policy)
+REGISTRY = SCORERS
 
 
-def get_policy(name: str) -> Policy:
-    return REGISTRY.get(name)
+def get_policy(name: str) -> Scorer:
+    return SCORERS.get(name)
 
 
-__all__ = [
-    "MILLI", "REGISTRY", "FragModel", "NodeState", "Policy", "Registry", "Task", "TypicalShape",
-    "fits", "get_policy", "node_frag", "place", "shape_frag", "typical_shapes",
-]
+__all__ = ["REGISTRY", "get_policy"]

@@ -8,11 +8,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ...engine.fragment.frag import FragModel
+from ...engine.fragment.shapes import MILLI, Request
 from . import REGISTRY
-from .frag import FragModel
 from .loop import FillResult, arrival_sequence, run_fill
 from .metrics import allocation_rate, frag_ratio
-from .model import MILLI, Task
 from .prior import prior_for
 from .traces import NodeSpec, TraceTask
 
@@ -38,7 +38,7 @@ def gpu_capacity(nodes: list[NodeSpec]) -> dict[str, int]:
 
 
 def simulate(nodes: list[NodeSpec], trace: list[TraceTask], policy_name: str, seed: int,
-             prior: str = "online") -> tuple[list[Task], FillResult]:
+             prior: str = "online") -> tuple[list[Request], FillResult]:
     """One run: the arrival sequence and what the policy made of it."""
     policy_prior, workload = prior_for(prior, REGISTRY.get(policy_name), trace,
                                        gpu_capacity(nodes))

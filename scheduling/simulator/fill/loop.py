@@ -13,8 +13,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from .frag import FragModel
-from .model import MILLI, NodeState, Task, fits, place
+from ...engine.fragment.frag import FragModel
+from ...engine.fragment.shapes import MILLI, NodeView, Request, fits, place
 from .prior import Binding, Prior
 from .traces import NodeSpec, TraceTask
 
@@ -22,7 +22,7 @@ TUNE = 1.3  # inflate the workload until requests reach 130% of GPU capacity
 
 
 def arrival_sequence(trace: list[TraceTask], capacity_milli: int, rng: random.Random,
-                     tune: float = TUNE) -> list[Task]:
+                     tune: float = TUNE) -> list[Request]:
     """Sort by name, shuffle, then add random copies (or drop random tasks) to reach tune."""
     originals = [t.task for t in sorted(trace, key=lambda t: t.name)]
     seq = list(originals)
@@ -66,7 +66,7 @@ class _ShapeIndex:
 
 class FillSimulator:
     def __init__(self, nodes: list[NodeSpec], binding: Binding, rng: random.Random):
-        self.states = [NodeState(n.model, n.cpu, n.mem, (MILLI,) * n.num_gpu) for n in nodes]
+        self.states = [NodeView(n.model, n.cpu, n.mem, (MILLI,) * n.num_gpu) for n in nodes]
         self.rng = rng
         self.changes: list[int] = []  # node ids, one per placement
         self.rebind(binding)
@@ -82,7 +82,7 @@ class FillSimulator:
         self.random_pick = getattr(self.policy, "random_pick", False)
         self.indexes: dict[tuple, _ShapeIndex] = {}
 
-    def _rescore(self, idx: _ShapeIndex, n: int, task: Task) -> None:
+    def _rescore(self, idx: _ShapeIndex, n: int, task: Request) -> None:
         old = idx.score_of[n]
         if old is not None:
             bucket = idx.buckets[old]
@@ -99,7 +99,7 @@ class FillSimulator:
         if new is not None:
             idx.buckets.setdefault(new, set()).add(n)
 
-    def _index_for(self, task: Task) -> _ShapeIndex:
+    def _index_for(self, task: Request) -> _ShapeIndex:
         key = (task.cpu, task.num_gpu, task.gpu_milli, task.spec)
         idx = self.indexes.get(key)
         if idx is None:
@@ -112,7 +112,7 @@ class FillSimulator:
         idx.pos = len(self.changes)
         return idx
 
-    def choose(self, task: Task) -> int | None:
+    def choose(self, task: Request) -> int | None:
         """The best-scoring node with enough memory, or None if the task fits nowhere."""
         buckets = self._index_for(task).buckets
         states, mem = self.states, task.mem
@@ -126,7 +126,7 @@ class FillSimulator:
                 return min(cands, key=self.rank.__getitem__)
         return None
 
-    def place(self, n: int, task: Task) -> tuple[NodeState, NodeState]:
+    def place(self, n: int, task: Request) -> tuple[NodeView, NodeView]:
         old = self.states[n]
         pick = self.policy.share_pick(old, task, self.fm, self.rng) if task.is_share else None
         new = self.states[n] = place(old, task, pick)
@@ -134,7 +134,7 @@ class FillSimulator:
         return old, new
 
 
-def run_fill(nodes: list[NodeSpec], seq: list[Task], prior: Prior, fm: FragModel,
+def run_fill(nodes: list[NodeSpec], seq: list[Request], prior: Prior, fm: FragModel,
              rng: random.Random) -> FillResult:
     """Try each task once, in order; a task that does not fit is dropped. The prior is told of
     each task only after it has been tried; fm is the paper's measure for the frag metric."""

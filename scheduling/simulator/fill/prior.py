@@ -1,6 +1,6 @@
 """What a policy may know of the workload it places: its workload prior.
 
-FGD scores against the typical task shapes of a target workload; tessera-fill also learns the
+FGD scores against the typical task shapes of a target workload; tessera also learns the
 CPU per GPU, each GPU model's pressure and the packing LP's prices from a task list. Which list
 decides whether a result is one an online scheduler could reach (issue 12):
 
@@ -19,36 +19,22 @@ cluster, which is the experiment's premise, not knowledge of when or what arrive
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import NamedTuple, Protocol
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
-from .frag import FragModel
-from .model import Task
-from .registry import Policy
+from ...engine.fragment.learn import Binding, bind
+from ...engine.fragment.registry import Scorer
+from ...engine.fragment.shapes import Request
 from .traces import TraceError, TraceTask
 
 PRIORS = ("online", "past-half", "oracle")
 REFRESH_EVERY = 1024  # arrivals between relearnings once the prior has 1024 tasks
 
 
-class Binding(NamedTuple):
-    """A policy as it scores with a given prior, and the typical shapes it scores against."""
-
-    policy: Policy
-    fm: FragModel
-
-
-def bind(policy: Policy, tasks: Iterable[Task], capacity: Mapping[str, int] | None) -> Binding:
-    """The policy with `tasks` as its prior; capacity is the cluster's GPU milli per model."""
-    tasks = list(tasks)
-    learn = getattr(policy, "for_workload", None)
-    return Binding(learn(tasks, capacity or None) if learn else policy, FragModel.from_tasks(tasks))
-
-
 class Prior(Protocol):
     binding: Binding
 
-    def observe(self, task: Task) -> bool:
+    def observe(self, task: Request) -> bool:
         """Told each task once it has been tried; True when `binding` changed."""
         ...
 
@@ -59,19 +45,19 @@ class FixedPrior:
     def __init__(self, binding: Binding):
         self.binding = binding
 
-    def observe(self, task: Task) -> bool:
+    def observe(self, task: Request) -> bool:
         return False
 
 
 class OnlinePrior:
     """Learned from the arrived tasks only; the loop hands them over one by one, after each."""
 
-    def __init__(self, policy: Policy, capacity: Mapping[str, int] | None):
+    def __init__(self, policy: Scorer, capacity: Mapping[str, int] | None):
         self.policy, self.capacity = policy, capacity
-        self.arrived: list[Task] = []
+        self.arrived: list[Request] = []
         self.binding = bind(policy, [], capacity)
 
-    def observe(self, task: Task) -> bool:
+    def observe(self, task: Request) -> bool:
         self.arrived.append(task)
         n = len(self.arrived)
         if n & (n - 1) and n % REFRESH_EVERY:  # neither a power of two nor a multiple
@@ -90,7 +76,7 @@ def split_by_creation(trace: Sequence[TraceTask]) -> tuple[list[TraceTask], list
     return ordered[:half], ordered[half:]
 
 
-def prior_for(kind: str, policy: Policy, trace: Sequence[TraceTask],
+def prior_for(kind: str, policy: Scorer, trace: Sequence[TraceTask],
               capacity: Mapping[str, int] | None) -> tuple[Prior, list[TraceTask]]:
     """The policy's prior of this kind and the tasks the experiment then runs on."""
     if kind == "past-half":

@@ -1,4 +1,4 @@
-"""Which openb traces and seeds may tune tessera-fill, and which report it (issue 12).
+"""Which openb traces and seeds may tune tessera, and which report it (issue 12).
 
 Its weights (STRAND_WEIGHT, RESERVE_WEIGHT, HOLE_WEIGHT) and every variant in
 docs/designs/tessera-fill.md were chosen on the default and gpuspec10/20/25 traces with the paper's

@@ -9,7 +9,7 @@ import csv
 from pathlib import Path
 from typing import NamedTuple
 
-from .model import MILLI, Task
+from ...engine.fragment.shapes import MILLI, Request
 
 TRACE_SOURCE = (
     "github.com/alibaba/clusterdata, folder cluster-trace-gpu-v2023/csv/ "
@@ -33,7 +33,7 @@ class NodeSpec(NamedTuple):
 
 class TraceTask(NamedTuple):
     name: str
-    task: Task
+    task: Request
     created: int | None = None  # creation_time, seconds; None when the list has no such column
 
 
@@ -84,7 +84,7 @@ def load_nodes(path: str | Path) -> list[NodeSpec]:
     return nodes
 
 
-def _task_from_row(path: Path, line: int, row: dict) -> Task:
+def _task_from_row(path: Path, line: int, row: dict) -> Request:
     num_gpu = _int_field(path, line, row, "num_gpu")
     gpu_milli = _int_field(path, line, row, "gpu_milli")
     # As the artifact does: shares above one GPU are capped, CPU-only rows carry no share.
@@ -93,7 +93,7 @@ def _task_from_row(path: Path, line: int, row: dict) -> Task:
         raise TraceError(f"{path}:{line}: field 'gpu_milli': 0 on a task asking for GPUs")
     spec_text = (row.get("gpu_spec") or "").strip()
     spec = frozenset(s for s in spec_text.split("|") if s) or None
-    return Task(_int_field(path, line, row, "cpu_milli"),
+    return Request(_int_field(path, line, row, "cpu_milli"),
                 _int_field(path, line, row, "memory_mib"), num_gpu, gpu_milli, spec)
 
 

@@ -12,13 +12,13 @@ import math
 from typing import Any
 
 from .frag import FragModel
-from .model import MILLI, NodeState, Task, place, share_options
+from .shapes import MILLI, NodeView, Request, place, share_options
 
 MAX_CPU = 128_000  # milli-cores
 MAX_GPU = 8 * MILLI  # milli-GPUs
 
 
-def best_fit_share(node: NodeState, task: Task) -> int:
+def best_fit_share(node: NodeView, task: Request) -> int:
     """The GPU with the least free share that still fits."""
     return share_options(node, task)[0]
 
@@ -28,52 +28,52 @@ class _BestFitGpu:
 
     uses_prior = False
 
-    def share_pick(self, node: NodeState, task: Task, fm: FragModel, rng: Any) -> int:
+    def share_pick(self, node: NodeView, task: Request, fm: FragModel, rng: Any) -> int:
         return best_fit_share(node, task)
 
 
-class RandomPolicy:
+class RandomScorer:
     """Every feasible node ties, so the pick is uniform; a random fitting GPU for sharing."""
 
     name = "random"
     uses_prior = False
     random_pick = True  # the artifact's PreScore draws one feasible node uniformly
 
-    def score(self, node: NodeState, task: Task, fm: FragModel) -> int:
+    def score(self, node: NodeView, task: Request, fm: FragModel) -> int:
         return 0
 
-    def share_pick(self, node: NodeState, task: Task, fm: FragModel, rng: Any) -> int:
+    def share_pick(self, node: NodeView, task: Request, fm: FragModel, rng: Any) -> int:
         return rng.choice([g for g in node.gpus if g >= task.gpu_milli])
 
 
-class DotProdPolicy(_BestFitGpu):
+class DotProdScorer(_BestFitGpu):
     """Tetris-style: the smaller free·request dot product wins, so it packs."""
 
     name = "dotprod"
 
-    def score(self, node: NodeState, task: Task, fm: FragModel) -> int:
+    def score(self, node: NodeView, task: Request, fm: FragModel) -> int:
         dot = (node.cpu_left / MAX_CPU * task.cpu / MAX_CPU
                + node.idle / MAX_GPU * task.total_milli / MAX_GPU)
         return int(100 * (1 - 0.5 * dot))
 
 
-class BestFitPolicy(_BestFitGpu):
+class BestFitScorer(_BestFitGpu):
     """The least capacity left after placement wins."""
 
     name = "bestfit"
 
-    def score(self, node: NodeState, task: Task, fm: FragModel) -> int:
+    def score(self, node: NodeView, task: Request, fm: FragModel) -> int:
         left = (0.5 * (node.cpu_left - task.cpu) / MAX_CPU
                 + 0.5 * (node.idle - task.total_milli) / MAX_GPU)
         return int(100 * (1 - left))
 
 
-class GpuClusteringPolicy(_BestFitGpu):
+class GpuClusteringScorer(_BestFitGpu):
     """Keep tasks of one class (share, k-GPU) together; bands by the tags already on a node."""
 
     name = "gpuclustering"
 
-    def score(self, node: NodeState, task: Task, fm: FragModel) -> int:
+    def score(self, node: NodeView, task: Request, fm: FragModel) -> int:
         if task.num_gpu == 0:
             return 0
         tag = "share" if task.is_share else f"{task.num_gpu}gpu"
@@ -83,12 +83,12 @@ class GpuClusteringPolicy(_BestFitGpu):
         return within + (25 if not node.tags else 0)
 
 
-class GpuPackingPolicy(_BestFitGpu):
+class GpuPackingScorer(_BestFitGpu):
     """Prefer used GPUs, then free GPUs on used nodes, then the smallest idle nodes."""
 
     name = "gpupacking"
 
-    def score(self, node: NodeState, task: Task, fm: FragModel) -> int:
+    def score(self, node: NodeView, task: Request, fm: FragModel) -> int:
         if task.gpu_milli <= 0:
             return 0
         fully_free = sum(1 for g in node.gpus if g == MILLI)
@@ -108,20 +108,20 @@ def fgd_score(drop: float) -> int:
     return int(1 / (1 + math.exp(-drop / 1000)) * 100)  # the artifact's float order
 
 
-def fgd_drops(node: NodeState, task: Task, fm: FragModel) -> list[tuple[float, int | None]]:
+def fgd_drops(node: NodeView, task: Request, fm: FragModel) -> list[tuple[float, int | None]]:
     """(frag before - frag after, share GPU) for each way the task can go on the node."""
     before = fm.node(node)
-    picks: list[int | None] = share_options(node, task) if task.is_share else [None]
+    picks: list[int | None] = [*share_options(node, task)] if task.is_share else [None]
     return [(before - fm.node(place(node, task, pick)), pick) for pick in picks]
 
 
-class FgdPolicy:
+class FgdScorer:
     """Greedy descent on the expected fragmentation F_n(M), squashed into 0..100."""
 
     name = "fgd"
     uses_prior = True  # the typical shapes of its FragModel
 
-    def _best(self, node: NodeState, task: Task, fm: FragModel) -> tuple[int, int | None]:
+    def _best(self, node: NodeView, task: Request, fm: FragModel) -> tuple[int, int | None]:
         best: tuple[int, int | None] | None = None
         for drop, pick in fgd_drops(node, task, fm):  # ascending free: ties keep the fuller GPU
             score = fgd_score(drop)
@@ -130,10 +130,10 @@ class FgdPolicy:
         assert best is not None
         return best
 
-    def score(self, node: NodeState, task: Task, fm: FragModel) -> int:
+    def score(self, node: NodeView, task: Request, fm: FragModel) -> int:
         return self._best(node, task, fm)[0]
 
-    def share_pick(self, node: NodeState, task: Task, fm: FragModel, rng: Any) -> int:
+    def share_pick(self, node: NodeView, task: Request, fm: FragModel, rng: Any) -> int:
         pick = self._best(node, task, fm)[1]
         assert pick is not None
         return pick

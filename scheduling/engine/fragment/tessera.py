@@ -1,5 +1,6 @@
-"""tessera-fill: FGD's fragmentation descent, made CPU-aware, with LP-priced share placement and
-class affinity on ties. The fill experiment's policy, not the live scheduler's.
+"""tessera: FGD's fragmentation descent, made CPU-aware, with LP-priced share placement and
+class affinity on ties. The live engine's placement scorer (Features.placement_scorer) and the
+fill experiment's `tessera` (it was `tessera-fill` before the two became one).
 
 On top of FGD's drop in expected fragmentation, a candidate placement loses
 * STRAND_WEIGHT x the GPU milli it newly leaves the node's CPU unable to feed, at the workload's
@@ -20,15 +21,15 @@ from typing import Any
 
 from .baselines import fgd_score
 from .frag import FragModel
-from .model import MILLI, NodeState, Task, affinity_tag, place, share_options
 from .packing import hole_values, item_prices
+from .shapes import MILLI, NodeView, Request, affinity_tag, place, share_options
 
 STRAND_WEIGHT = 2.0  # milli of FGD drop lost per milli-GPU newly stranded by CPU
 RESERVE_WEIGHT = 1000.0  # milli of FGD drop lost, per unit of model pressure, by free GPU tasks
 HOLE_WEIGHT = 15.0  # milli of FGD drop per milli of LP hole value a sharing task destroys
 
 
-def affinity(node: NodeState, task: Task) -> int:
+def affinity(node: NodeView, task: Request) -> int:
     """2: the node holds only this task's class; 1: this class among others; 0: otherwise."""
     tag = affinity_tag(task)
     if tag is None or tag not in node.tags:
@@ -36,7 +37,7 @@ def affinity(node: NodeState, task: Task) -> int:
     return 2 if len(node.tags) == 1 else 1
 
 
-def cpu_per_gpu(tasks: Iterable[Task]) -> float | None:
+def cpu_per_gpu(tasks: Iterable[Request]) -> float | None:
     """Mean milli-cores the GPU tasks ask per whole GPU, or None without GPU tasks."""
     cpu = milli = 0
     for t in tasks:
@@ -46,28 +47,28 @@ def cpu_per_gpu(tasks: Iterable[Task]) -> float | None:
     return cpu * MILLI / milli if milli else None
 
 
-def model_pressure(tasks: Iterable[Task], capacity: Mapping[str, int]) -> dict[str, float]:
+def model_pressure(tasks: Iterable[Request], capacity: Mapping[str, int]) -> dict[str, float]:
     """Constrained GPU demand per model over the model's GPU milli, scaled to 100% arrived.
 
     A task allowed several models is split over them in proportion to their capacity.
     """
     tasks = list(tasks)
-    demand: Counter[str] = Counter()
+    demand: dict[str, float] = {}
     for t in tasks:
         if t.spec and t.num_gpu:
             allowed = [m for m in t.spec if capacity.get(m)]
             total = sum(capacity[m] for m in allowed)
             for m in allowed:
-                demand[m] += t.total_milli * capacity[m] / total
+                demand[m] = demand.get(m, 0.0) + t.total_milli * capacity[m] / total
     arrived = sum(t.total_milli for t in tasks)
     scale = sum(capacity.values()) / arrived if arrived else 0.0
-    return {m: demand[m] * scale / c for m, c in capacity.items() if c}
+    return {m: demand.get(m, 0.0) * scale / c for m, c in capacity.items() if c}
 
 
 _PRICE_CACHE: dict[tuple, dict[int, float]] = {}
 
 
-def _cached_prices(tasks: list[Task], n_gpus: int) -> dict[int, float]:
+def _cached_prices(tasks: list[Request], n_gpus: int) -> dict[int, float]:
     """item_prices, once per (request sizes, GPUs): every seed of a run binds the same list."""
     key = (tuple(sorted(Counter(t.gpu_milli for t in tasks for _ in range(t.num_gpu)).items())),
            n_gpus)
@@ -76,14 +77,14 @@ def _cached_prices(tasks: list[Task], n_gpus: int) -> dict[int, float]:
     return _PRICE_CACHE[key]
 
 
-def stranded(node: NodeState, cpg: float) -> float:
+def stranded(node: NodeView, cpg: float) -> float:
     """Free GPU milli the node's CPU left cannot feed at cpg milli-cores per GPU."""
     short = cpg * node.idle / MILLI - node.cpu_left
     return max(0.0, short) * MILLI / cpg
 
 
-class TesseraFillPolicy:
-    name = "tessera-fill"
+class TesseraScorer:
+    name = "tessera"
     uses_prior = True  # FGD's typical shapes, and what for_workload learns
 
     def __init__(self, cpg: float | None = None, pressure: Mapping[str, float] | None = None,
@@ -93,18 +94,18 @@ class TesseraFillPolicy:
         self.prices = dict(prices or {})  # empty (unbound, or no node list): no hole term
         self.holes = hole_values(self.prices) if self.prices else None
 
-    def for_workload(self, tasks: Iterable[Task],
-                     capacity: Mapping[str, int] | None = None) -> TesseraFillPolicy:
+    def for_workload(self, tasks: Iterable[Request],
+                     capacity: Mapping[str, int] | None = None) -> TesseraScorer:
         """A copy bound to the workload's CPU per GPU and, given the cluster's GPU milli per
         model, each model's pressure and the LP prices of the request sizes. `tasks` is the
         workload prior's list (prior.bind), never more than the prior allows."""
         tasks = list(tasks)
         if not capacity:
-            return TesseraFillPolicy(cpu_per_gpu(tasks))
-        return TesseraFillPolicy(cpu_per_gpu(tasks), model_pressure(tasks, capacity),
+            return TesseraScorer(cpu_per_gpu(tasks))
+        return TesseraScorer(cpu_per_gpu(tasks), model_pressure(tasks, capacity),
                              _cached_prices(tasks, sum(capacity.values()) // MILLI))
 
-    def _drop(self, node: NodeState, after: NodeState, task: Task, fm: FragModel,
+    def _drop(self, node: NodeView, after: NodeView, task: Request, fm: FragModel,
               before: float) -> float:
         drop = before - fm.node(after)
         if self.cpg and task.spec is None:
@@ -114,9 +115,9 @@ class TesseraFillPolicy:
             drop -= RESERVE_WEIGHT * self.pressure.get(node.model, 0.0)
         return drop
 
-    def _best(self, node: NodeState, task: Task, fm: FragModel) -> tuple[tuple, int | None]:
+    def _best(self, node: NodeView, task: Request, fm: FragModel) -> tuple[tuple, int | None]:
         before = fm.node(node)
-        picks: list[int | None] = share_options(node, task) if task.is_share else [None]
+        picks: list[int | None] = [*share_options(node, task)] if task.is_share else [None]
         best: tuple[tuple, int | None] | None = None
         for pick in picks:  # ascending free: on equal keys the fuller GPU is kept
             after = place(node, task, pick)
@@ -134,10 +135,10 @@ class TesseraFillPolicy:
         assert self.holes is not None
         return self.holes[free - milli] + milli - self.prices.get(milli, 0.0) - self.holes[free]
 
-    def score(self, node: NodeState, task: Task, fm: FragModel) -> Any:
+    def score(self, node: NodeView, task: Request, fm: FragModel) -> Any:
         return self._best(node, task, fm)[0]
 
-    def share_pick(self, node: NodeState, task: Task, fm: FragModel, rng: Any) -> int:
+    def share_pick(self, node: NodeView, task: Request, fm: FragModel, rng: Any) -> int:
         pick = self._best(node, task, fm)[1]
         assert pick is not None
         return pick

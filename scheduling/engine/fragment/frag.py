@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from .model import NodeState, Task, gpus_fit, model_allowed
+from .shapes import NodeView, Request, gpus_fit, model_allowed
 
 POPULARITY_THRESHOLD = 95  # percent of tasks the typical shapes must cover
 
@@ -27,7 +27,7 @@ def _spec_text(spec: frozenset[str] | None) -> str:
     return "|".join(sorted(spec)) if spec else ""
 
 
-def typical_shapes(tasks: Iterable[Task], threshold: float = POPULARITY_THRESHOLD
+def typical_shapes(tasks: Iterable[Request], threshold: float = POPULARITY_THRESHOLD
                    ) -> list[TypicalShape]:
     """The most common task shapes covering threshold % of tasks, frequencies renormalised.
 
@@ -79,7 +79,7 @@ class FragModel:
         self._cache: dict[tuple, float] = {}
 
     @classmethod
-    def from_tasks(cls, tasks: Iterable[Task]) -> FragModel:
+    def from_tasks(cls, tasks: Iterable[Request]) -> FragModel:
         return cls(typical_shapes(tasks))
 
     def frag(self, model: str, cpu_left: int, gpus: tuple[int, ...]) -> float:
@@ -89,5 +89,5 @@ class FragModel:
             value = self._cache[key] = node_frag(model, cpu_left, gpus, self.shapes)
         return value
 
-    def node(self, node: NodeState) -> float:
+    def node(self, node: NodeView) -> float:
         return self.frag(node.model, node.cpu_left, node.gpus)

@@ -12,7 +12,7 @@ from typing import NamedTuple
 MILLI = 1000
 
 
-class Task(NamedTuple):
+class Request(NamedTuple):
     cpu: int  # milli-cores
     mem: int  # MiB
     num_gpu: int
@@ -28,7 +28,7 @@ class Task(NamedTuple):
         return self.num_gpu == 1 and self.gpu_milli < MILLI
 
 
-class NodeState(NamedTuple):
+class NodeView(NamedTuple):
     model: str
     cpu_left: int
     mem_left: int
@@ -49,7 +49,7 @@ def gpus_fit(gpus: tuple[int, ...], num_gpu: int, gpu_milli: int) -> bool:
     return num_gpu == 0 or (len(gpus) >= num_gpu and gpus[num_gpu - 1] >= gpu_milli)
 
 
-def fits(node: NodeState, task: Task, check_mem: bool = True) -> bool:
+def fits(node: NodeView, task: Request, check_mem: bool = True) -> bool:
     """The artifact's filters: CPU and RAM (NodeResourcesFit), model and GPUs (Open-Gpu-Share)."""
     if node.cpu_left < task.cpu or (check_mem and node.mem_left < task.mem):
         return False
@@ -59,7 +59,7 @@ def fits(node: NodeState, task: Task, check_mem: bool = True) -> bool:
                                                              task.gpu_milli)
 
 
-def affinity_tag(task: Task) -> str | None:
+def affinity_tag(task: Request) -> str | None:
     """GpuClustering's task class: share, k-gpu, or None for CPU-only tasks."""
     if task.num_gpu == 0:
         return None
@@ -92,14 +92,14 @@ def take_gpus(gpus: tuple[int, ...], num_gpu: int, gpu_milli: int,
     return tuple(free)
 
 
-def place(node: NodeState, task: Task, share_pick: int | None = None) -> NodeState:
+def place(node: NodeView, task: Request, share_pick: int | None = None) -> NodeView:
     """The node's state after the task is placed on it (CPU first, then GPUs)."""
     tag = affinity_tag(task)
     tags = node.tags | {tag} if tag and tag not in node.tags else node.tags
-    return NodeState(node.model, node.cpu_left - task.cpu, node.mem_left - task.mem,
+    return NodeView(node.model, node.cpu_left - task.cpu, node.mem_left - task.mem,
                      take_gpus(node.gpus, task.num_gpu, task.gpu_milli, share_pick), tags)
 
 
-def share_options(node: NodeState, task: Task) -> list[int]:
+def share_options(node: NodeView, task: Request) -> list[int]:
     """Distinct free values of the GPUs a sharing task could go to, ascending."""
     return sorted({g for g in node.gpus if g >= task.gpu_milli})

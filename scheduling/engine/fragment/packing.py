@@ -2,7 +2,7 @@
 
 Each request size s is an item; a pattern is a multiset of items that fits one GPU; the LP picks
 patterns for N GPUs to place the most milli. Its item duals lam_s price each size (the milli an
-optimal packing gives up per such request). tessera-fill prices share placement with them;
+optimal packing gives up per such request). tessera prices share placement with them;
 bench/fill_floor.py bounds every policy with the same LP's dual.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 
 from scipy.optimize import linprog
 
-from .model import MILLI, Task
+from .shapes import MILLI, Request
 
 
 def simplex_max(c: list[float], rows: list[list[float]], b: list[float]
@@ -69,7 +69,7 @@ def configuration_duals(kinds: list, sizes: list[int], values: list[float], caps
     return lam
 
 
-def item_prices(tasks: Iterable[Task], n_gpus: int) -> dict[int, float]:
+def item_prices(tasks: Iterable[Request], n_gpus: int) -> dict[int, float]:
     """Dual prices, per per-GPU request size, of packing the task list, scaled to fill n_gpus
     exactly, into n_gpus GPUs of 1000 milli (the configuration LP).
 
