@@ -63,8 +63,8 @@ def test_the_prior_is_the_cycles_jobs_one_request_per_member():
     bound = scored.binding(session)
     assert bound is not None and bound.policy.name == "fgd"
     shapes = {(s.num_gpu, s.gpu_milli): s.p for s in bound.fm.shapes}
-    # 5 members ask for 2 GPUs, 2 for one: learned as a mix in 32 steps (23 and 9).
-    assert shapes == {(2, 1000): 23 / 32, (1, 1000): 9 / 32}
+    # 5 members ask for 2 GPUs, 2 for one: learned as a mix in 16 steps (11 and 5).
+    assert shapes == {(2, 1000): 11 / 16, (1, 1000): 5 / 16}
     view = scored.node_view(session.nodes["a"])
     assert view.gpus == (1000, 1000, 0, 0) and view.cpu_left == 127_000
 
@@ -78,4 +78,4 @@ def test_the_mix_is_ordered_whatever_the_model_constraints():
     free, h100 = Request(1000, 0, 1, 1000), Request(1000, 0, 1, 1000, frozenset({"H100-80GB"}))
     share = Request(1000, 0, 1, 250, frozenset({"A100-80GB", "H100-80GB"}))
     mixes = {scored._mix(order) for order in ([free, h100, share, free], [share, free, h100, free])}
-    assert mixes == {((share, 8), (free, 16), (h100, 8))}
+    assert mixes == {((share, 4), (free, 8), (h100, 4))}

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ..session import Session
 
 SCORED_CANDIDATES = 64  # nodes scored per placement, in index order
-MIX_STEPS = 32  # resolution of the workload mix the prior is learned from (_mix)
+MIX_STEPS = 16  # resolution of the workload mix the prior is learned from (_mix)
 
 
 def binding(session: Session) -> Binding | None:
@@ -49,7 +49,7 @@ def _mix(requests: Iterable[Request]) -> tuple[tuple[Request, int], ...]:
     """The workload as each request's share in MIX_STEPS steps (at least 1): what the prior
     learns is a function of the mix, so cycles with the same mix share one binding (the LP
     behind tessera's prices is the costly part) and the plan stays a function of the snapshot."""
-    counts = Counter(r._replace(mem=0) for r in requests)  # no scorer reads memory
+    counts = Counter(requests)
     total = sum(counts.values())
     mix = ((r, max(1, round(MIX_STEPS * n / total))) for r, n in counts.items())
     return tuple(sorted(mix, key=_order))
@@ -68,11 +68,15 @@ def _bound(name: str, mix: tuple[tuple[Request, int], ...], capacity: tuple[tupl
 
 def _workload(session: Session) -> Iterable[Request]:
     snapshot = session.snapshot
-    for run in snapshot.running:
-        yield request_for(session, run.job, 1)
-    for job in snapshot.pending:
-        for _ in range(job.gang_size):
-            yield request_for(session, job, 1)
+    seen: dict[tuple[object, ...], Request] = {}  # many jobs share a shape: build each once
+    members = [(run.job, 1) for run in snapshot.running] + [(job, job.gang_size) for job in snapshot.pending]
+    for job, count in members:
+        key = (job.cpu_cores, job.gpus, job.gpu_memory_gb, job.gpu_milli, job.gpu_models)
+        request = seen.get(key)
+        if request is None:
+            request = seen[key] = request_for(session, job, 1)._replace(mem=0)  # no scorer reads memory
+        for _ in range(count):
+            yield request
 
 
 def request_for(session: Session, job: Job, members: int, milli: int | None = None) -> Request:
