@@ -27,6 +27,7 @@ from agents.backends.base import (
     BindRequest,
     CheckpointRequest,
     Conflict,
+    GpuShare,
     JobStatus,
     Outcome,
     PreemptRequest,
@@ -150,6 +151,7 @@ def bind_request(action: ActionRequest, job: Job, members: int, checkpoint_token
     allocations = payload.allocations
     mig = next((a.mig_profile for a in allocations if a.mig_profile), None)
     whole = [str(a.gpu_index) for a in allocations if not a.mig_profile and a.milli >= 1000]
+    shared = not mig and any(a.milli < 1000 for a in allocations)
     runtime = job.expected_runtime_s or job.max_runtime_s or 3600
     # SIGTERM means "save now and exit": a checkpointing job gets its save time (and a little to
     # confirm) before the kubelet kills it, whoever deletes the pod; others the cluster's default.
@@ -163,7 +165,8 @@ def bind_request(action: ActionRequest, job: Job, members: int, checkpoint_token
         memory_mib=max(1, int(job.memory_gb * 1024 / members)), priority_class=job.priority_class.name,
         env=((ENV_RUNTIME, str(runtime)), (ENV_RESUME, str(job.progress_s)), (ENV_GPU_INDEXES, ",".join(whole))),
         grace_seconds=grace, checkpoint_token=checkpoint_token, checkpoint_url=settings.TESSERA_CHECKPOINT_URL,
-        rendezvous=rendezvous, attachments=job_attachments(job))
+        rendezvous=rendezvous, attachments=job_attachments(job),
+        share=GpuShare(memory_mib=max(1, int(job.gpu_memory_gb * 1024))) if shared else None)
 
 
 def _bind_step(action: ActionRequest, backend: Backend, now: datetime) -> None:

@@ -52,6 +52,8 @@ class NodeValues:
     gpus_used_outside: int
     mig_used_outside: dict[str, int]  # by profile
     refusal: str  # why Tessera places nothing new here though the cluster might; "" when none
+    gpu_sharing: str  # the device plugin's sharing mode (engine Node.sharing)
+    gpu_replicas: int
 
 
 def gpu_model_name(product: str | None) -> str:
@@ -105,7 +107,7 @@ def node_values(item: NodeInventory) -> NodeValues:
     tiers = {choice.value for choice in CapacityTier.Name}
     # Single strategy with MIG on: GFD counts MIG devices, not GPUs, and names the product
     # "<model>-MIG-<profile>"; the rows stay as they are and the node takes nothing new.
-    refusal = single_strategy_refusal(item)
+    refusal = single_strategy_refusal(item) or sharing_refusal(item)
     return NodeValues(
         name=item.name, gpu_model=model, gpu_count=None if refusal else item.gpu_count,
         gpu_memory_gb=max(1.0, memory_gb),
@@ -118,7 +120,17 @@ def node_values(item: NodeInventory) -> NodeValues:
         allocatable_gpus=None if refusal else item.allocatable_gpus,
         gpus_used_outside=0 if refusal else max(0, item.gpus_used_outside),
         mig_used_outside={profile: count for profile, count in item.mig_used_outside if count > 0},
-        refusal=refusal[:REFUSAL_MAX])
+        refusal=refusal[:REFUSAL_MAX], gpu_sharing=item.gpu_sharing, gpu_replicas=item.gpu_replicas)
+
+
+def sharing_refusal(item: NodeInventory) -> str:
+    """Why a node whose sharing labels do not read takes no work: its device plugin may offer
+    replicas where Tessera would ask for whole GPUs (or the reverse), and a guess either way puts
+    pods where they cannot start. "" when the labels read well."""
+    if not item.sharing_problem:
+        return ""
+    return (f"GPU sharing labels unreadable ({item.sharing_problem}); Tessera places nothing here until "
+            "GPU Feature Discovery says how the device plugin shares this node's GPUs.")
 
 
 # -- the service --------------------------------------------------------------------------------
@@ -150,7 +162,8 @@ def node_differs(node: Node, values: NodeValues) -> bool:
     wanted = {"gpu_model": values.gpu_model, "cpu_cores": values.cpu_cores, "memory_gb": values.memory_gb,
               "schedulable": values.schedulable, "allocatable_gpus": values.allocatable_gpus,
               "gpus_used_outside": values.gpus_used_outside, "mig_used_outside": values.mig_used_outside,
-              "cluster_refusal": values.refusal}
+              "cluster_refusal": values.refusal, "gpu_sharing": values.gpu_sharing,
+              "gpu_replicas": values.gpu_replicas}
     if any(getattr(node, name) != value for name, value in wanted.items()):
         return True
     if values.leaf_switch is not None and node.leaf_switch.name != values.leaf_switch:
@@ -172,7 +185,8 @@ def node_apply(*, values: NodeValues) -> bool:
     fields = {"gpu_model": values.gpu_model, "cpu_cores": values.cpu_cores, "memory_gb": values.memory_gb,
               "schedulable": values.schedulable, "allocatable_gpus": values.allocatable_gpus,
               "gpus_used_outside": values.gpus_used_outside, "mig_used_outside": values.mig_used_outside,
-              "cluster_refusal": values.refusal}
+              "cluster_refusal": values.refusal, "gpu_sharing": values.gpu_sharing,
+              "gpu_replicas": values.gpu_replicas}
     if values.leaf_switch is not None or node is None:
         fields["leaf_switch"] = _leaf(values.leaf_switch or f"unlabelled-{values.name}")
     if values.tier is not None or node is None:

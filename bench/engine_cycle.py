@@ -49,7 +49,9 @@ def build_nodes(count: int, rng: random.Random) -> tuple[Node, ...]:
         nodes.append(Node(name=f"node-{i:04d}", tier=tier, leaf=f"leaf-{i // 32}",
                           spine=f"spine-{i // 128}", gpu_model=model, interconnect=interconnect,
                           cpu_cores=128, memory_gb=2048, gpus=gpus, state="ready", nics=8, nic_gb_s=48.0,
-                          price_per_gpu_hour=None))
+                          price_per_gpu_hour=None,
+                          # the GPUs MIG cannot split serve shares through MPS, as an inference pool would
+                          sharing="none" if i % 2 == 0 else "mps", share_replicas=1 if i % 2 == 0 else 8))
     return tuple(nodes)
 
 
@@ -60,7 +62,7 @@ def build_jobs(count: int, rng: random.Random) -> tuple[Job, ...]:
         roll = rng.random()
         common = dict(id=f"job-{i:05d}", team=team, project="", submitted_at=NOW - count + i,
                       queue_order=i, expected_runtime_s=rng.choice([600, 3600, 14400]), gpu_milli=0,
-                      gpu_models=(), last_checkpoint_at=None, preemptible=True)
+                      gpu_models=(), last_checkpoint_at=None, preemptible=True, accepts_no_isolation=False)
         if roll < 0.45:
             cls = rng.choice(["production", "interactive"])
             jobs.append(Job(kind="inference", priority_class=cls,

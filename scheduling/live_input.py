@@ -104,6 +104,8 @@ def _node_group(node: Node) -> dict | None:
         "spine": leaf.parent.name if leaf.parent else "spine-1", "tier": node.tier.name,
         "mig_capable": mig_capable, "mig_enabled_gpus": sum(g.mig_enabled for g in gpus) if mig_capable else 0,
         "nic_gbps": node.nic_gbps, "nics": max(1, node.nics), "gpu_memory_gb": min(g.memory_gb for g in gpus),
+        # the device plugin's sharing, so a what-if shares where the cluster does (the spec's rule: 1 with none)
+        "gpu_sharing": node.gpu_sharing, "gpu_replicas": node.gpu_replicas if node.gpu_sharing != "none" else 1,
     }
 
 

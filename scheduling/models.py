@@ -68,6 +68,11 @@ class Node(models.Model):
         NVLINK_PAIRS = "nvlink-pairs", "NVLink pairs"
         PCIE = "pcie", "PCIe only"
 
+    class GpuSharing(models.TextChoices):  # the engine's SHARING_MODES
+        NONE = "none", "None (whole GPUs)"
+        MPS = "mps", "MPS (memory-limited replicas)"
+        TIME_SLICING = "time-slicing", "Time-slicing (no memory isolation)"
+
     class State(models.TextChoices):
         JOINING = "joining", "Joining (waiting for its agent's first report)"
         READY = "ready", "Ready"
@@ -102,6 +107,11 @@ class Node(models.Model):
     telemetry_at = models.DateTimeField(null=True, blank=True, help_text=(
         "When its GPU readings last arrived (node agent or dcgm-exporter scrape); a heartbeat from the "
         "cluster alone does not move it."))
+    gpu_sharing = models.CharField(max_length=12, choices=GpuSharing.choices, default=GpuSharing.NONE, help_text=(
+        "How its device plugin shares GPUs (GPU Feature Discovery's nvidia.com/gpu.sharing-strategy): "
+        "a sharing node offers only replicas, no whole GPU."))
+    gpu_replicas = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1)], help_text=(
+        "Replicas per GPU the device plugin offers (nvidia.com/gpu.replicas); 1 when it does not share."))
 
     class Meta:
         ordering = ["name"]
@@ -112,6 +122,9 @@ class Node(models.Model):
                                    name="node_interconnect_valid"),
             models.CheckConstraint(condition=Q(cpu_cores__gte=1) & Q(memory_gb__gte=1),
                                    name="node_capacity_positive"),
+            models.CheckConstraint(condition=Q(gpu_sharing__in=["none", "mps", "time-slicing"])
+                                   & Q(gpu_replicas__gte=1),
+                                   name="node_gpu_sharing_valid"),
         ]
 
     def __str__(self) -> str:
@@ -290,6 +303,9 @@ class Job(models.Model):
     max_runtime_s = models.PositiveIntegerField(null=True, blank=True)
     expected_runtime_s = models.PositiveIntegerField(null=True, blank=True)
     preemptible = models.BooleanField(default=True)
+    accepts_no_isolation = models.BooleanField(default=False, help_text=(
+        "A share of it may run on a time-sliced GPU, where no memory limit keeps it and its neighbours "
+        "apart (pod annotation tessera.io/accepts-no-isolation)."))
     image = models.CharField(max_length=300, blank=True)
     command = models.CharField(max_length=1000, blank=True)
     # What the team attaches to the job's pods, by name, from its own namespace (checked at submit).

@@ -27,11 +27,12 @@ from portal.models import Project, Team
 from scheduling import signals, sizing
 from scheduling.clock import database_now
 from scheduling.engine.reasons import PreemptReason, WaitingReason
+from scheduling.engine.types import PRODUCTION
 from scheduling.engine.wording import gpu_count
 from scheduling.kube_names import attachment_errors
 from scheduling.models import ActionRequest, Job, JobEvent, Placement, PriorityClass
 from scheduling.payloads import PreemptPayload
-from scheduling.selectors import cluster_gpu_models, priority_classes_for, team_queue
+from scheduling.selectors import cluster_gpu_models, priority_classes_for, share_refusal, team_queue
 
 MAX_CPU_CORES = 512
 MIN_CHECKPOINT_INTERVAL_S = 60
@@ -209,7 +210,7 @@ def job_submit(*, user, team, name: str, kind: str, priority_class: str, gpus: i
                gang: bool = True, checkpoint_interval_s: int | None = None, checkpoint_save_s: int | None = None,
                expected_runtime_s: int | None = None, image: str = "", command: str = "",
                volume_claim: str = "", volume_mount_path: str = "/checkpoints", env_secret: str = "",
-               file_secret: str = "") -> Job:
+               file_secret: str = "", accepts_no_isolation: bool = False) -> Job:
     if not access.can_submit(user, team.pk):
         raise PermissionDenied("You may not submit jobs for this team.")
     if kind not in Job.Kind.values:
@@ -227,6 +228,11 @@ def job_submit(*, user, team, name: str, kind: str, priority_class: str, gpus: i
     volume_mount_path = volume_mount_path or "/checkpoints"
     errors |= attachment_errors(volume_claim=volume_claim, volume_mount_path=volume_mount_path,
                                 env_secret=env_secret, file_secret=file_secret)
+    if gpus == 0 and not errors and chosen.name != PRODUCTION:  # production takes a whole GPU instead
+        refusal = share_refusal(gpu_memory_gb=gpu_memory_gb, gpu_models=pinned,
+                                accepts_no_isolation=accepts_no_isolation)
+        if refusal:
+            errors["gpu_memory_gb"] = refusal
     if errors:
         raise ValidationError(errors)
     # The team's row lock serialises its submits: two at once would read one Max and share a position.
@@ -241,6 +247,7 @@ def job_submit(*, user, team, name: str, kind: str, priority_class: str, gpus: i
         expected_runtime_s=expected_runtime_s, preemptible=chosen.preemptible, image=image, command=command,
         volume_claim=volume_claim, volume_mount_path=volume_mount_path, env_secret=env_secret,
         file_secret=file_secret,
+        accepts_no_isolation=accepts_no_isolation,
         queue_order=(last or 0) + 1, pending_reason_code=WaitingReason.NEW,
         pending_reason="Submitted; waiting for the next scheduling cycle.")
     job_event_add(job=job, at=timezone.now(), kind="submitted",

@@ -81,7 +81,7 @@ def to_engine_job(job: Job, max_node_gpus: int, started_at: datetime | None = No
         memory_gb=job.memory_gb / members, gang_size=members, gpu_models=job.allowed_gpu_models,
         checkpoint_interval_s=job.checkpoint_interval_s, last_checkpoint_at=epoch(job.last_checkpoint_at),
         preemptible=job.preemptible, queue_order=job.queue_order, submitted_at=job.submitted_at.timestamp(),
-        expected_runtime_s=runtime_left_s(job, started_at),
+        expected_runtime_s=runtime_left_s(job, started_at), accepts_no_isolation=job.accepts_no_isolation,
         gpu_milli=0)  # the portal asks for memory; a share follows from it
 
 
@@ -151,7 +151,8 @@ def _to_engine_node(node: Node, job_by_instance: dict, price: float | None, busy
         memory_gb=float(node.memory_gb), gpus=gpus, nics=node.nics,
         # The cluster closed it to new pods (not Ready, cordoned, tainted): what runs stays, nothing new.
         state=node.state if node.schedulable else Node.State.DRAINING.value,
-        nic_gb_s=node.nic_gbps * 0.12, price_per_gpu_hour=price)
+        nic_gb_s=node.nic_gbps * 0.12, price_per_gpu_hour=price,
+        sharing=node.gpu_sharing, share_replicas=max(1, node.gpu_replicas))
 
 
 def _running(open_placements, max_node_gpus: int) -> tuple[engine.Running, ...]:

@@ -69,5 +69,15 @@ def heat_rows(user, nodes) -> list[dict]:
     return [{
         "name": node.name, "tier": node.tier.name, "leaf": node.leaf_switch.name, "state": node.state,
         "interconnect": node.get_interconnect_display(), "gpu_model": node.gpu_model,
+        "sharing": sharing_text(node), "sharing_mode": node.gpu_sharing,
         "cells": [_cell(user, gpu) for gpu in node.gpus.all()],
     } for node in nodes]
+
+
+def sharing_text(node) -> str:
+    """How the node's device plugin shares its GPUs, as the cluster page says it."""
+    if node.gpu_sharing == node.GpuSharing.NONE:
+        return "none (whole GPUs)"
+    if node.gpu_sharing == node.GpuSharing.MPS:
+        return f"MPS × {node.gpu_replicas} (memory-limited)"
+    return f"time-slicing × {node.gpu_replicas} (no memory isolation)"

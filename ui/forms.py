@@ -23,6 +23,9 @@ class JobSubmitForm(forms.Form):
     gpu_models = forms.MultipleChoiceField(required=False, label="GPU models",
                                            help_text="Run only on these; none chosen: any.")
     gang = forms.BooleanField(required=False, initial=True, help_text="All GPUs at once or none.")
+    accepts_no_isolation = forms.BooleanField(
+        required=False, label="May share a time-sliced GPU",
+        help_text="A sub-GPU job may run where GPUs are time-sliced: no memory limit keeps neighbours apart.")
     cpu_cores = forms.FloatField(min_value=0.1, initial=4, label="CPU cores")
     memory_gb = forms.FloatField(min_value=0, initial=32, label="Host memory (GiB)")
     checkpoint_interval_s = forms.IntegerField(required=False, min_value=0, max_value=MAX_JOB_SECONDS,

@@ -95,6 +95,24 @@ class NodeInventory:
     # MIG devices (mixed strategy) those pods hold, by profile: (("1g.10gb", 2),).
     mig_used_outside: tuple[tuple[str, int], ...] = ()
     mig_capable: bool = False
+    # How the device plugin shares GPUs (GFD's nvidia.com/gpu.sharing-strategy, .replicas): "none",
+    # "mps" or "time-slicing", and replicas per GPU (1: not shared). `sharing_problem` says why labels
+    # that could not be read leave the node refused rather than guessed at ("" when they read well).
+    gpu_sharing: str = "none"
+    gpu_replicas: int = 1
+    sharing_problem: str = ""
+
+
+@dataclass(frozen=True)
+class GpuShare:
+    """A pod's memory-bounded share of one GPU: one replica of the node's sharing device plugin
+    (docs/reference/gpu-sharing.md). `memory_mib` is the job's need; the backend fills in how the
+    node offers replicas: under `resource` (nvidia.com/gpu, or nvidia.com/gpu.shared when renamed),
+    and whether MPS pins each client's memory (`mps`)."""
+
+    memory_mib: int
+    resource: str = "nvidia.com/gpu"
+    mps: bool = False
 
 
 @dataclass(frozen=True)
@@ -161,6 +179,7 @@ class BindRequest:
     # torchrun's settings; None: a pod of its own, as a job submitted before they existed.
     rendezvous: Rendezvous | None = None
     attachments: Attachments = Attachments()
+    share: GpuShare | None = None  # a memory-bounded share (gpu_count 1): one replica, not a whole GPU
 
     def __post_init__(self) -> None:
         if (self.gpu_count > 0) == (self.mig_profile is not None):

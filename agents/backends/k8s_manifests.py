@@ -11,7 +11,7 @@ import re
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 
-from agents.backends.base import Attachments, BindRequest, MigSlot, Rendezvous
+from agents.backends.base import Attachments, BindRequest, GpuShare, MigSlot, Rendezvous
 from scheduling.kube_names import DNS_LABEL, DNS_SUBDOMAIN, LABEL_VALUE
 
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -30,6 +30,7 @@ PODINFO_DIR = "/etc/tessera/podinfo"
 TOKEN_DIR = "/var/run/secrets/tessera/checkpoint-token"
 TOKEN_KEY = "token"
 GPU_RESOURCE = "nvidia.com/gpu"
+MPS_MEMORY_LIMIT_ENV = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
 TESSERA_CONFIG_PREFIX = "tessera-"  # the mig-parted configs Tessera writes (agents/mig.py names them)
 MIG_CONFIGS_RECENT = 16
 GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
@@ -68,10 +69,27 @@ def job_labels(req: BindRequest) -> dict[str, str]:
 
 
 def _gpu_request(req: BindRequest, mig_as_gpu: bool) -> tuple[str, str]:
+    if req.share is not None:
+        return share_request(req.share)
     if req.mig_profile is None:
         return GPU_RESOURCE, str(req.gpu_count)
     # With the device plugin's "single" strategy, MIG devices are offered as nvidia.com/gpu.
     return (GPU_RESOURCE if mig_as_gpu else mig_resource_name(req.mig_profile)), "1"
+
+
+def share_request(share: GpuShare) -> tuple[str, str]:
+    """One replica of a sharing device plugin, whatever the memory: asking for more than one never
+    meant more of the GPU (and fails where the plugin has failRequestsGreaterThanOne)."""
+    return share.resource, "1"
+
+
+def share_env(share: GpuShare | None) -> list[dict]:
+    """Under MPS the pod is pinned to its own memory need (device 0 is its one visible GPU), below the
+    replica's limit the engine checked: it cannot take more than was counted for it. Time-slicing
+    has no such limit to set (docs/reference/gpu-sharing.md §3)."""
+    if share is None or not share.mps:
+        return []
+    return [{"name": MPS_MEMORY_LIMIT_ENV, "value": f"0={share.memory_mib}M"}]
 
 
 def token_secret_name(pod_name: str) -> str:
@@ -150,7 +168,7 @@ def token_secret_manifest(req: BindRequest, pod_uid: str) -> dict:
 
 
 def _container(req: BindRequest, resource: str, quantity: str) -> dict:
-    env = _channel_env(req) + [{"name": name, "value": value} for name, value in req.env]
+    env = _channel_env(req) + [{"name": name, "value": value} for name, value in req.env] + share_env(req.share)
     if req.rendezvous is not None:
         env += rendezvous_env(req.rendezvous)
     memory = f"{req.memory_mib}Mi"

@@ -4,19 +4,35 @@ labels, pod phases into job observations. Pure functions over client models, no 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 from kubernetes.utils import parse_quantity
 
 from agents.backends import k8s_manifests as m
-from agents.backends.base import JobObservation, JobStatus, MigResource, MigStrategy, NodeInventory
+from agents.backends.base import (
+    GpuShare,
+    JobObservation,
+    JobStatus,
+    MigResource,
+    MigStrategy,
+    NodeInventory,
+    Refused,
+)
 
 GFD_PRODUCT = "nvidia.com/gpu.product"
 GFD_COUNT = "nvidia.com/gpu.count"
 GFD_MEMORY = "nvidia.com/gpu.memory"
 GFD_MIG_STRATEGY = "nvidia.com/mig.strategy"
 GFD_MIG_CAPABLE = "nvidia.com/mig.capable"
+GFD_SHARING = "nvidia.com/gpu.sharing-strategy"  # none | mps | time-slicing (device plugin >= v0.15)
+GFD_REPLICAS = "nvidia.com/gpu.replicas"
 GPU_RESOURCE = "nvidia.com/gpu"
+SHARED_RESOURCE = "nvidia.com/gpu.shared"  # the replicas' name with the plugin's renameByDefault
+SHARED_PRODUCT_SUFFIX = "-SHARED"  # added to the product label when shared and not renamed
+SHARING_MODES = ("none", "mps", "time-slicing")
+# A pod's word that its share may be time-sliced, with no memory isolation (issue 14 conventions).
+ANNOTATION_ACCEPTS_NO_ISOLATION = "tessera.io/accepts-no-isolation"
 # Mixed strategy: one `nvidia.com/mig-<profile>.count` label per profile ('+' spelled '.').
 _MIG_COUNT_LABEL = re.compile(r"^nvidia\.com/mig-(\d+g\.\d+gb)((?:\.[a-z]+)*)\.count$")
 # The device plugin's mixed-strategy resources: `nvidia.com/mig-1g.10gb`, `nvidia.com/mig-1g.10gb.me`.
@@ -30,7 +46,12 @@ def node_inventory(node: Any, *, leaf_switch_label: str, tier_label: str) -> Nod
     strategy = _mig_strategy(labels.get(GFD_MIG_STRATEGY))
     product, count = labels.get(GFD_PRODUCT), _int(labels.get(GFD_COUNT)) or 0
     memory = _int(labels.get(GFD_MEMORY))
-    allocatable_gpus = int(parse_quantity(allocatable.get(GPU_RESOURCE, "0")))
+    sharing, replicas, problem = gpu_sharing(labels)
+    if product and product.endswith(SHARED_PRODUCT_SUFFIX):
+        product = product.removesuffix(SHARED_PRODUCT_SUFFIX)
+    # A sharing plugin offers replicas (as nvidia.com/gpu, or renamed): whole GPUs are replicas / replicas.
+    offered = allocatable.get(GPU_RESOURCE, "0"), allocatable.get(SHARED_RESOURCE, "0")
+    allocatable_gpus = sum(int(parse_quantity(q)) for q in offered) // replicas
     if count == 0 and strategy is not MigStrategy.SINGLE:
         count = allocatable_gpus  # no GFD count label: what the device plugin offers is all we know
     mig = mig_resources(labels)
@@ -58,7 +79,47 @@ def node_inventory(node: Any, *, leaf_switch_label: str, tier_label: str) -> Nod
         # A node whose device plugin has not registered offers no GPU yet: 0, not "unknown".
         allocatable_gpus=allocatable_gpus,
         mig_capable=labels.get(GFD_MIG_CAPABLE) == "true",
+        gpu_sharing=sharing, gpu_replicas=replicas, sharing_problem=problem,
     )
+
+
+def gpu_sharing(labels: dict[str, str]) -> tuple[str, int, str]:
+    """(mode, replicas per GPU, problem) from the sharing labels. No label, or GFD's empty value, is a
+    plain plugin; labels that do not read as a mode with 2+ replicas give ("none", 1, why)."""
+    strategy = labels.get(GFD_SHARING) or "none"
+    if strategy == "none":
+        return "none", 1, ""
+    if strategy not in SHARING_MODES:
+        return "none", 1, f"{GFD_SHARING}={strategy!r} is none of {', '.join(SHARING_MODES)}"
+    replicas = _int(labels.get(GFD_REPLICAS))
+    if replicas is None or replicas < 2:
+        return "none", 1, (f"{GFD_SHARING}={strategy} but {GFD_REPLICAS}={labels.get(GFD_REPLICAS)!r} "
+                           "is not a count of 2 or more")
+    return strategy, replicas, ""
+
+
+def node_share(node: Any, share: GpuShare) -> GpuShare:
+    """`share` as this node's device plugin offers replicas: under nvidia.com/gpu.shared where it
+    advertises that (renameByDefault), else nvidia.com/gpu, and pinned by MPS or not. A node that
+    does not share refuses it: there `nvidia.com/gpu: 1` would be a whole exclusive GPU."""
+    mode, _replicas, problem = gpu_sharing(node.metadata.labels or {})
+    if mode == "none":
+        raise Refused(f"node {node.metadata.name}: this node offers no GPU sharing "
+                      f"({problem or GFD_SHARING + '=none'}); a share there would hold a whole GPU")
+    offered = (node.status and node.status.allocatable) or {}
+    return replace(share, resource=SHARED_RESOURCE if SHARED_RESOURCE in offered else GPU_RESOURCE,
+                   mps=mode == "mps")
+
+
+def accepts_no_isolation(annotations: dict[str, str] | None) -> bool:
+    """Only "true" says yes: any other value leaves the pod's share memory-isolated (MPS only)."""
+    return (annotations or {}).get(ANNOTATION_ACCEPTS_NO_ISOLATION, "").strip().lower() == "true"
+
+
+def replicas_held(devices: dict[str, int], replicas: int) -> int:
+    """Whole GPUs that others' shared requests hold on a sharing node, rounded up: their replicas
+    may sit on any GPU (the device plugin picks), so each started GPU counts."""
+    return -(-(devices.get(GPU_RESOURCE, 0) + devices.get(SHARED_RESOURCE, 0)) // replicas)
 
 
 def devices_held_by_others(pods: Any) -> dict[str, dict[str, int]]:

@@ -40,11 +40,12 @@ from agents.backends.k8s_mig import MigLabels
 from agents.backends.k8s_pod_cache import PodCache
 from agents.backends.k8s_reading import (
     GFD_MIG_STRATEGY,
-    GPU_RESOURCE,
     devices_held_by_others,
     mig_held,
     node_inventory,
+    node_share,
     pod_observation,
+    replicas_held,
 )
 from agents.backends.k8s_rendezvous import RendezvousServices
 
@@ -145,7 +146,7 @@ class KubernetesBackend(MigLabels, RendezvousServices):
         held = self._devices_held_by_others()
         labels = {"leaf_switch_label": self.config.leaf_switch_label, "tier_label": self.config.tier_label}
         items = (node_inventory(node, **labels) for node in nodes.items)
-        return [dataclasses.replace(item, gpus_used_outside=held.get(item.name, {}).get(GPU_RESOURCE, 0),
+        return [dataclasses.replace(item, gpus_used_outside=replicas_held(held.get(item.name, {}), item.gpu_replicas),
                                     mig_used_outside=mig_held(held.get(item.name, {})))
                 for item in items]
 
@@ -180,6 +181,8 @@ class KubernetesBackend(MigLabels, RendezvousServices):
         outcome = self._post_binding(req)
         if outcome is Outcome.DONE:  # the kube-scheduler's words, which `kubectl describe` readers know
             what = f"MIG {req.mig_profile}" if req.mig_profile else f"{req.gpu_count} GPU(s)"
+            if req.share is not None:
+                what = f"a {req.share.memory_mib} MiB share of a GPU"
             self.events.record(pod, "Scheduled",
                                f"Successfully assigned {req.namespace}/{req.pod_name} to {req.node_name} ({what})")
         return outcome
@@ -299,6 +302,7 @@ class KubernetesBackend(MigLabels, RendezvousServices):
 
     def _create_pod(self, req: BindRequest) -> Any:
         self._require_namespace(req.namespace)
+        req = self._share_on_node(req)
         manifest = m.pod_manifest(req, self.config.scheduler_name, self._mig_as_gpu(req))
         try:
             return self.core.create_namespaced_pod(
@@ -334,6 +338,13 @@ class KubernetesBackend(MigLabels, RendezvousServices):
             if exc.status == 404:
                 raise Refused(f"team namespace {namespace!r} does not exist") from exc
             raise
+
+    def _share_on_node(self, req: BindRequest) -> BindRequest:
+        """A share asks for a replica as its node's device plugin offers them now (k8s_reading.node_share)."""
+        if req.share is None:
+            return req
+        node = self.core.read_node(req.node_name, _request_timeout=self.config.request_timeout_s)
+        return dataclasses.replace(req, share=node_share(node, req.share))
 
     def _mig_as_gpu(self, req: BindRequest) -> bool:
         if req.mig_profile is None:

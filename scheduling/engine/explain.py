@@ -18,6 +18,7 @@ from .mig import canonical_model, geometry_for
 from .placement import Models, allowed_models, as_whole, model_memory
 from .plan import PendingInfo
 from .reasons import WaitingReason
+from .sharing import no_sharing_reason
 from .tiers import tier_order
 from .types import Job
 from .wording import gpu_count, gpus, wait
@@ -230,6 +231,9 @@ def _whole_reason(session: Session, job: Job, models: Models) -> Reason:
 
 
 def _slice_reason(session: Session, job: Job, models: Models) -> Reason:
+    refused = no_sharing_reason(session, job, models)
+    if refused is not None:
+        return refused
     slices = []
     for model in models:
         geometry = geometry_for(model)

@@ -45,6 +45,7 @@ class WaitingReason(_Coded):
     NO_FREE_GPUS = "no-free-gpus", "Not enough free whole GPUs on any node it may use."
     REPARTITION_PENDING = "repartition-pending", "A GPU is being repartitioned to make a slice for it."
     NO_SLICE = "no-slice", "No MIG slice or GPU share that holds its memory need is free."
+    NO_SHARING = "no-sharing", "No node it may use offers GPU sharing it can use (MPS, or time-slicing if allowed)."
 
 
 class PreemptReason(_Coded):

@@ -85,7 +85,7 @@ class Session:
 
     def _load(self, snapshot: Snapshot) -> None:
         for node in sorted(snapshot.nodes, key=lambda n: n.name):
-            self.nodes[node.name] = NodeState(node, canonical_model(node.gpu_model))
+            self.nodes[node.name] = NodeState(node, canonical_model(node.gpu_model), self.features.sharing_modes)
         self._apply_in_flight_layouts(snapshot)
         for run in snapshot.running:
             self.occupy(Member(run.job.id, run.job.team, run.job, run.node, run.allocations,
@@ -252,7 +252,7 @@ class Session:
                 mig = (outer, gpu.used_mask)
                 if gpu.busy < len(gpu.instances):
                     shapes = {inst[0].shape for inst in gpu.instances.values() if inst[1] is None}
-        elif usable and gpu.whole_job is None and gpu.milli_used < 1000:
+        elif usable and gpu.whole_job is None and gpu.milli_used < 1000 and gpu.node.offers_shares:
             share = (outer, 1000 - gpu.milli_used)
         keys = gpu.index_keys
         if keys.get("mig") != mig:

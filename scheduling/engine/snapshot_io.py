@@ -14,7 +14,20 @@ from typing import Any
 from .fair_history import empty_history
 from .plan import Bind, Preempt, Repartition
 from .reasons import PreemptReason
-from .types import Allocation, Gpu, InFlight, Job, MigInstance, Node, Nomination, Queue, Running, Snapshot, UsageHistory
+from .types import (
+    SHARING_NONE,
+    Allocation,
+    Gpu,
+    InFlight,
+    Job,
+    MigInstance,
+    Node,
+    Nomination,
+    Queue,
+    Running,
+    Snapshot,
+    UsageHistory,
+)
 
 FORMAT = 1
 _IN_FLIGHT = {"bind": Bind, "preempt": Preempt, "repartition": Repartition}
@@ -65,11 +78,12 @@ def _kind(action: InFlight) -> str:
 def _node(data: dict[str, Any]) -> Node:
     gpus = tuple(Gpu(**dict(g, mig_instances=tuple(MigInstance(**m) for m in g["mig_instances"])))
                  for g in data["gpus"])
-    return Node(**dict(data, gpus=gpus))
+    # Dumps made before nodes said how they share: a plain device plugin, as those clusters had.
+    return Node(**{"sharing": SHARING_NONE, "share_replicas": 1, **data, "gpus": gpus})
 
 
 def _job(data: dict[str, Any]) -> Job:
-    return Job(**dict(data, gpu_models=tuple(data["gpu_models"])))
+    return Job(**{"accepts_no_isolation": False, **data, "gpu_models": tuple(data["gpu_models"])})
 
 
 def _allocations(items: list[dict[str, Any]]) -> tuple[Allocation, ...]:

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .mig import MigGeometry, MigProfile, geometry_for, layout_errors
-from .types import NODE_READY, Allocation, Gpu, Job, Node
+from .types import NODE_READY, SHARING_NONE, Allocation, Gpu, Job, Node
 
 GpuKey = tuple[str, int]  # (node name, GPU index)
 Outer = tuple[str, str]  # (canonical GPU model, tier): the outer bucket of every free-capacity index
@@ -99,7 +99,7 @@ class GpuState:
 
     @property
     def whole_free(self) -> bool:
-        return self.usable and not self.mig_enabled and self.idle
+        return self.usable and not self.mig_enabled and self.idle and self.node.offers_whole
 
     def count_profile(self, profile: MigProfile) -> int:
         return sum(1 for inst in self.instances.values() if inst[0] is profile)
@@ -134,9 +134,9 @@ def _mig_units(geometry: MigGeometry, name: str) -> float:
 
 class NodeState:
     __slots__ = ("node", "name", "tier", "model", "free_cpu", "free_mem", "gpus", "ready",
-                 "index_keys")
+                 "index_keys", "offers_whole", "offers_shares")
 
-    def __init__(self, node: Node, model: str):
+    def __init__(self, node: Node, model: str, sharing_modes: bool = False):
         self.node = node
         self.name = node.name
         self.tier = node.tier
@@ -144,6 +144,10 @@ class NodeState:
         self.free_cpu = float(node.cpu_cores)
         self.free_mem = float(node.memory_gb)
         self.ready = node.state == NODE_READY
+        # Features.sharing_modes: a sharing device plugin offers replicas only, a plain one whole
+        # GPUs only (engine/sharing.py); otherwise every GPU may be either, as before.
+        self.offers_whole = not sharing_modes or node.sharing == SHARING_NONE
+        self.offers_shares = not sharing_modes or node.sharing != SHARING_NONE
         geometry = geometry_for(model)
         self.gpus = [GpuState(self, gpu, geometry) for gpu in node.gpus]
         self.index_keys: dict[str, Any] = {}
@@ -153,7 +157,7 @@ class NodeState:
                 and self.free_mem >= job.memory_gb * members - 1e-9)
 
     def free_whole(self) -> list[int]:
-        if not self.ready:
+        if not self.ready or not self.offers_whole:
             return []
         # whole_free inlined: this runs for every candidate node of every whole-GPU job
         return [g.index for g in self.gpus if not g.mig_enabled and g.whole_job is None

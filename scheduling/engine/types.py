@@ -23,6 +23,10 @@ TIERS = ("reserved", "on-demand", "spot")
 INTERCONNECTS = ("nvswitch", "nvlink-pairs", "pcie")
 JOB_KINDS = ("inference", "training", "interactive", "batch")
 NODE_READY = "ready"
+# How a node's device plugin shares its GPUs: GPU Feature Discovery's `nvidia.com/gpu.sharing-strategy`
+# label (docs/reference/gpu-sharing.md). The plugin applies one mode to every GPU of a node.
+SHARING_NONE, SHARING_MPS, SHARING_TIME_SLICING = "none", "mps", "time-slicing"
+SHARING_MODES = (SHARING_NONE, SHARING_MPS, SHARING_TIME_SLICING)
 
 # The one table of the four priority classes and their values, highest first. A new installation
 # seeds its PriorityClass rows from it (scheduling/defaults.py); the live snapshot passes the
@@ -63,7 +67,10 @@ class Node:
     """A GPU node. `leaf` and `spine` name its switches; `tier` is reserved/on-demand/spot;
     `interconnect` is nvswitch / nvlink-pairs / pcie; `nics` × `nic_gb_s` is its network
     bandwidth (NDR 400 Gb/s ≈ 48 GB/s per NIC). Only nodes in state "ready" take new work.
-    `price_per_gpu_hour` is the rate for its model and tier (None: no rate in force)."""
+    `price_per_gpu_hour` is the rate for its model and tier (None: no rate in force).
+    `sharing` is one of SHARING_MODES and `share_replicas` the replicas per GPU its device plugin
+    offers (`nvidia.com/gpu.replicas`; 1 when it does not share): a sharing node offers only
+    replicas, no whole GPU, and each MPS replica is pinned to 1/replicas of the GPU's memory."""
 
     name: str
     tier: str
@@ -78,6 +85,14 @@ class Node:
     nics: int
     nic_gb_s: float
     price_per_gpu_hour: float | None
+    sharing: str
+    share_replicas: int
+
+    def __post_init__(self) -> None:
+        if self.sharing not in SHARING_MODES:
+            raise ValueError(f"Node.sharing is {self.sharing!r}; expected one of {SHARING_MODES}")
+        if self.share_replicas < 1:
+            raise ValueError(f"Node.share_replicas is {self.share_replicas!r}; expected 1 or more")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,7 +101,9 @@ class Job:
     GPUs on one node, or, when `gpus` is 0, a slice of one GPU big enough for `gpu_memory_gb`
     (a MIG instance or a share). `gpu_memory_gb` is the need per GPU and also bounds which
     GPUs a whole-GPU job may use. `gpu_models` empty means any model. `queue_order` is the team
-    lead's order (lower first); `priority` is the value of `priority_class`."""
+    lead's order (lower first); `priority` is the value of `priority_class`.
+    `accepts_no_isolation`: its share may go to a time-sliced GPU, where nothing bounds a
+    neighbour's memory (the pod annotation `tessera.io/accepts-no-isolation`)."""
 
     id: str
     team: str
@@ -107,6 +124,7 @@ class Job:
     queue_order: int
     submitted_at: float
     expected_runtime_s: float
+    accepts_no_isolation: bool
 
     @property
     def fractional(self) -> bool:

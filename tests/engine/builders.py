@@ -17,8 +17,9 @@ NOW = 100_000.0
 
 def node(name, model="H100-80GB", tier="reserved", leaf="leaf-1", spine="spine-1",
          interconnect="nvswitch", gpus=8, mig=(), layouts=None, cpu=128, memory=1024,
-         state="ready"):
-    """`mig`: indexes of MIG-enabled GPUs; `layouts`: {index: [(profile, start, job_id)]}."""
+         state="ready", sharing="none", replicas=1):
+    """`mig`: indexes of MIG-enabled GPUs; `layouts`: {index: [(profile, start, job_id)]};
+    `sharing`/`replicas`: the device plugin's mode (engine/sharing.py)."""
     layouts = layouts or {}
     devices = []
     for i in range(gpus):
@@ -28,14 +29,15 @@ def node(name, model="H100-80GB", tier="reserved", leaf="leaf-1", spine="spine-1
                            layout_changed_at=None, healthy=True, mig_capable=True))
     return Node(name=name, tier=tier, leaf=leaf, spine=spine, gpu_model=model,
                 interconnect=interconnect, cpu_cores=cpu, memory_gb=memory,
-                gpus=tuple(devices), state=state, nics=8, nic_gb_s=48.0, price_per_gpu_hour=None)
+                gpus=tuple(devices), state=state, nics=8, nic_gb_s=48.0, price_per_gpu_hour=None,
+                sharing=sharing, share_replicas=replicas)
 
 
 def job(id, team="ml", cls="training", gpus=1, mem=0.0, **kw):
     fields = dict(project="", kind="inference" if cls == "production" else "training", gpu_milli=0,
                   cpu_cores=1.0, memory_gb=4.0, gang_size=1, gpu_models=(), checkpoint_interval_s=None,
                   last_checkpoint_at=None, preemptible=True, queue_order=0, submitted_at=0.0,
-                  expected_runtime_s=3600.0)
+                  expected_runtime_s=3600.0, accepts_no_isolation=False)
     fields.update(kw)
     return Job(id=id, team=team, priority_class=cls, priority=PRIORITY_CLASSES[cls], gpus=gpus,
                gpu_memory_gb=mem, **fields)

@@ -41,7 +41,7 @@ SCENARIOS = [
      [inference("inf", 12)], "tessera",
      {"inf": [("a", 1, "1g.20gb", 6, 143)]}),
     ("non-MIG GPUs are shared by memory, fullest first",
-     [node("t", model="T4", interconnect="pcie", gpus=2)],
+     [node("t", model="T4", interconnect="pcie", gpus=2, sharing="mps", replicas=2)],
      [inference("i1", 8), inference("i2", 6), inference("i3", 8)], "tessera",
      {"i1": [("t", 0, None, None, 500)], "i2": [("t", 0, None, None, 380)],
       "i3": [("t", 1, None, None, 500)]}),

@@ -30,7 +30,7 @@ def whole_case():
 def share_case():
     """One T4 node: GPU 0 has 500 milli free, GPU 1 has 700. A 200-milli share on GPU 0 (the
     fullest) leaves 300 that a 500-milli job cannot use; on GPU 1 it leaves two 500s."""
-    t4 = node("t", model="T4", interconnect="pcie", gpus=2)
+    t4 = node("t", model="T4", interconnect="pcie", gpus=2, sharing="mps", replicas=2)  # shares only where MPS
     busy = [
         running(inference("half", 8), "t", allocations=(_share(0, 500, 8),)),
         running(inference("third", 4.8), "t", allocations=(_share(1, 300, 4.8),)),

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from scheduling.simulator.run import main
+from scheduling.simulator.run.cluster import engine_node, node_infos
 from scheduling.simulator.run.spec import SpecError, load_cluster, load_jobs
 
 from .helpers import cluster_doc, group, job, load, write
@@ -22,6 +23,14 @@ def test_formats_parse(tmp_path):
     assert a.checkpoint_interval_s == 600 and a.gpu_models == ("H100-80GB", "A100-80GB")
     assert a.preemptible and not b.preemptible  # default: true except production
     assert b.checkpoint_interval_s is None and b.line == 3
+    assert (spec.groups[0].gpu_sharing, spec.groups[0].gpu_replicas) == ("none", 1)  # a plain device plugin
+
+
+def test_node_groups_say_how_their_device_plugin_shares(tmp_path):
+    spec, _ = load(tmp_path, cluster_doc(groups=[group(gpu_sharing="mps", gpu_replicas=4)]), [job("a")])
+    info = next(iter(node_infos(spec).values()))
+    node = engine_node(info, None, "ready", {})
+    assert (node.sharing, node.share_replicas) == ("mps", 4)
 
 
 def _csv_error(tmp_path, rows, header_drop=None) -> str:
@@ -78,6 +87,9 @@ def test_json_syntax_error_has_line(tmp_path):
     (lambda d: d["teams"][0].update(weight=-1), "teams[0].weight"),
     (lambda d: d["spot"].update(notice_s="soon"), "spot.notice_s"),
     (lambda d: d["prices_per_gpu_hour"]["H100-80GB"].pop("reserved"), "prices_per_gpu_hour.H100-80GB"),
+    (lambda d: d["nodes"][0].update(gpu_sharing="hami"), "nodes[0].gpu_sharing"),
+    (lambda d: d["nodes"][0].update(gpu_sharing="mps"), "nodes[0].gpu_replicas"),  # sharing needs 2+
+    (lambda d: d["nodes"][0].update(gpu_replicas=4), "nodes[0].gpu_replicas"),  # and "none" has 1
 ])
 def test_bad_json_fields_are_named(tmp_path, change, field):
     doc = cluster_doc(groups=[group(), group("m-", gpu_model="H100-80GB")])

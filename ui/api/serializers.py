@@ -5,7 +5,7 @@ from rest_framework import serializers
 from portal.api_input import StrictSerializer
 from portal.models import Team
 from scheduling.engine.reasons import WaitingReason
-from scheduling.models import Job
+from scheduling.models import Job, Node
 from scheduling.services import MAX_JOB_SECONDS
 
 
@@ -30,7 +30,7 @@ class JobSerializer(serializers.ModelSerializer):
         fields = ["id", "name", "team", "project", "kind", "priority_class", "priority_value", "status",
                   "gpus", "gpu_memory_gb", "gpu_models", "cpu_cores", "memory_gb", "gang",
                   "checkpoint_interval_s", "checkpoint_save_s", "expected_runtime_s", "preemptible", "image",
-                  "command", "volume_claim", "volume_mount_path", "env_secret", "file_secret",
+                  "command", "volume_claim", "volume_mount_path", "env_secret", "file_secret", "accepts_no_isolation",
                   "submitted_by", "submitted_at", "started_at", "finished_at", "borrowed", "queue_order",
                   "queue_position_team", "queue_position_overall", "estimated_start",
                   "pending_reason_code", "pending_reason"]
@@ -73,6 +73,9 @@ class JobSubmitSerializer(StrictSerializer):
     gpus = serializers.IntegerField(min_value=0, max_value=4096, default=0)
     gpu_memory_gb = serializers.FloatField(min_value=0, default=0)
     mig_profile = serializers.CharField(required=False, allow_blank=True, max_length=30, default="")
+    accepts_no_isolation = serializers.BooleanField(
+        default=False, help_text="A sub-GPU job may run on a time-sliced GPU, where no memory limit keeps it "
+                                 "and its neighbours apart (as the pod annotation tessera.io/accepts-no-isolation).")
     gpu_models = serializers.ListField(
         child=serializers.CharField(max_length=40), required=False, default=list, max_length=8,
         help_text="Pin the job to these GPU models (as jobs show them); empty: any.")
@@ -176,6 +179,9 @@ class ClusterNodeSerializer(serializers.Serializer):
     state = serializers.CharField()
     interconnect = serializers.CharField()
     gpu_model = serializers.CharField()
+    sharing = serializers.CharField(help_text="How its device plugin shares GPUs, in words (MPS × 4 ...).")
+    sharing_mode = serializers.ChoiceField(choices=Node.GpuSharing.choices,
+                                           help_text="GPU Feature Discovery's nvidia.com/gpu.sharing-strategy.")
     cells = serializers.ListField(child=serializers.DictField(), help_text="One per GPU; MIG instances in segments.")
 
 

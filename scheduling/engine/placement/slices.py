@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from ..memory import share_milli, smallest_profile
 from ..mig import MigGeometry, MigProfile, geometry_for, masks_allowing, start_choices
+from ..sharing import share_fits
 from ..state import GpuState, Shape
 from ..types import Allocation, Job
 from . import scored
@@ -25,7 +26,9 @@ def find_slice(session: Session, job: Job, models: Models) -> Slot | None:
             hit = _mig_slot(session, job, model, tier, geometry)
             if hit:
                 return hit
-            if not features.share_mig_capable:
+            # Following node modes, a share goes where the node's device plugin shares (MIG-capable
+            # or not): the cluster's admin chose sharing for that node.
+            if not (features.share_mig_capable or features.sharing_modes):
                 continue
         if features.sharing and (job.production or not features.share_production_only):
             hit = _share_slot(session, job, model, tier)
@@ -127,8 +130,10 @@ def _share_slot(session: Session, job: Job, model: str, tier: str) -> Slot | Non
         return None
     keys = sorted((k for k, v in buckets.items() if k >= milli and v),
                   reverse=session.features.share_packing != "binpack")
+    modes = session.features.sharing_modes  # the node's device plugin must offer this share (sharing.py)
     fitting = (gpu for key in keys for gpu in buckets[key].values()
-               if gpu.memory_gb - gpu.mem_used >= job.gpu_memory_gb - 1e-9 and gpu.node.fits_host(job))
+               if gpu.memory_gb - gpu.mem_used >= job.gpu_memory_gb - 1e-9 and gpu.node.fits_host(job)
+               and (not modes or share_fits(gpu, job)))
     bound = scored.binding(session)
     if bound is None:
         gpu = next(fitting, None)

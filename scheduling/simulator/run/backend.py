@@ -165,7 +165,8 @@ class Backend:
             memory_gb=SIM_HOST_MEMORY_GB, gpu_models=spec.gpu_models,
             checkpoint_interval_s=spec.checkpoint_interval_s, last_checkpoint_at=None,
             preemptible=spec.preemptible, queue_order=0, submitted_at=spec.submit_s,
-            expected_runtime_s=max(1.0, spec.duration_s - job.done_s))
+            expected_runtime_s=max(1.0, spec.duration_s - job.done_s),
+            accepts_no_isolation=spec.accepts_no_isolation)
         return job.template
 
     def engine_jobs(self, job: SimJob) -> tuple[Job, ...]:

@@ -53,7 +53,8 @@ def engine_node(info: NodeInfo, layouts: dict[int, dict[int, list]] | None, stat
     return Node(name=info.name, tier=group.tier, leaf=group.leaf, spine=group.spine,
                 gpu_model=group.gpu_model, interconnect=group.interconnect,
                 cpu_cores=group.cpu_cores, memory_gb=group.memory_gb, gpus=tuple(gpus),
-                state=state, nics=group.nics, nic_gb_s=group.nic_gb_s, price_per_gpu_hour=info.price)
+                state=state, nics=group.nics, nic_gb_s=group.nic_gb_s, price_per_gpu_hour=info.price,
+                sharing=group.gpu_sharing, share_replicas=group.gpu_replicas)
 
 
 def allocation_units(group: NodeGroup, alloc: Allocation) -> float:

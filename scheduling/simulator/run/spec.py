@@ -13,7 +13,7 @@ from json.scanner import py_make_scanner
 from pathlib import Path
 
 from scheduling.engine.mig import geometry_for
-from scheduling.engine.types import INTERCONNECTS, JOB_KINDS, PRIORITY_CLASSES, TIERS
+from scheduling.engine.types import INTERCONNECTS, JOB_KINDS, PRIORITY_CLASSES, SHARING_MODES, SHARING_NONE, TIERS
 
 # NDR 400 Gb/s measures ≈48 GB/s of all-reduce bus bandwidth per NIC (docs/reference/performance-figures.md §3).
 GB_S_PER_GBPS = 0.12
@@ -45,6 +45,10 @@ class NodeGroup:
     nic_gb_s: float
     nics: int
     gpu_memory_gb: float
+    # The device plugin's sharing mode and replicas per GPU (engine Node.sharing): "none" unless the
+    # spec says so, as on a plain GPU Operator install (docs/reference/gpu-sharing.md).
+    gpu_sharing: str
+    gpu_replicas: int
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,7 @@ class JobSpec:
     comm_fraction: float
     preemptible: bool
     gpu_need: float | None = None  # a serving replica's throughput need, reference GPUs (serving.py)
+    accepts_no_isolation: bool = False  # its share may be time-sliced (engine Job.accepts_no_isolation)
     line: int = field(default=0, compare=False)
 
 
@@ -194,6 +199,10 @@ def _node_group(path: Path, raw, context: str) -> NodeGroup:
     mig_on = f.get("mig_enabled_gpus", int, 0, lambda v: 0 <= v <= gpus)
     if mig_on and not mig_capable:
         f._fail("mig_enabled_gpus", "needs mig_capable: true")
+    sharing = f.get("gpu_sharing", str, SHARING_NONE, choices=SHARING_MODES)
+    replicas = f.get("gpu_replicas", int, 1, lambda v: 1 <= v <= 100)
+    if (sharing == SHARING_NONE) != (replicas == 1):
+        f._fail("gpu_replicas", "is 1 exactly when gpu_sharing is none (the device plugin shares with 2 or more)")
     return NodeGroup(
         name_prefix=f.get("name_prefix", str, check=bool), count=f.get("count", int, check=lambda v: v >= 1),
         gpu_model=model, gpus_per_node=gpus,
@@ -205,6 +214,7 @@ def _node_group(path: Path, raw, context: str) -> NodeGroup:
         nic_gb_s=float(f.get("nic_gbps", NUMBER, 400, lambda v: v > 0)) * GB_S_PER_GBPS,
         nics=f.get("nics", int, 8, lambda v: v >= 1),
         gpu_memory_gb=float(f.get("gpu_memory_gb", NUMBER, _model_memory(model) or ..., lambda v: v > 0)),
+        gpu_sharing=sharing, gpu_replicas=replicas,
     )
 
 
@@ -335,6 +345,10 @@ def _job_row(path: Path, line: int, row: dict, teams) -> JobSpec:
     preemptible_text = cell("preemptible").lower()
     if preemptible_text not in ("", "true", "false"):
         raise SpecError(path, line, "preemptible", f"{preemptible_text!r} is not true|false")
+    # Read when present, never written by jobs_csv: the generator's files stay byte for byte.
+    isolation_text = cell("accepts_no_isolation").lower()
+    if isolation_text not in ("", "true", "false"):
+        raise SpecError(path, line, "accepts_no_isolation", f"{isolation_text!r} is not true|false")
     return JobSpec(
         job_id=job_id, team=team, project=cell("project"), kind=choice("kind", JOB_KINDS),
         priority=priority, submit_s=number("submit_s"), duration_s=number("duration_s", low=1.0),
@@ -344,5 +358,6 @@ def _job_row(path: Path, line: int, row: dict, teams) -> JobSpec:
         checkpoint_s=number("checkpoint_s", 0.0), comm_fraction=number("comm_fraction", 0.0, high=1.0),
         preemptible=(preemptible_text == "true") if preemptible_text else priority != "production",
         gpu_need=number("gpu_need", -1.0) if cell("gpu_need") else None,
+        accepts_no_isolation=isolation_text == "true",
         line=line,
     )

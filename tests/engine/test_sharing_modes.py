@@ -1,0 +1,92 @@
+"""Shares follow each node's device-plugin sharing mode (engine/sharing.py): MPS replicas pinned to
+1/replicas of the memory, time-slicing only for jobs that accept no isolation, nothing on a node
+that does not share; a sharing node offers no whole GPU; a GPU takes at most `replicas` shares."""
+
+import pytest
+
+from scheduling.engine import schedule
+from tests.engine.builders import binds_by_job, inference, job, node, snap
+
+# L4s have no MIG: a sub-GPU job there can only share.
+L4 = dict(model="L4", interconnect="pcie")
+
+
+def notebook(id, mem, **kw):
+    return inference(id, mem, team="ml", cls="interactive", **kw)
+
+
+def place(nodes, jobs, policy="tessera"):
+    return schedule(snap(nodes, jobs, queues=[("ml", 8), ("web", 8)]), policy)
+
+
+def test_an_mps_node_takes_a_share_within_its_pinned_replica_memory():
+    plan = place([node("m", gpus=1, sharing="mps", replicas=4, **L4)], [notebook("nb", 5.0)])
+    [bind] = binds_by_job(plan)["nb"]
+    assert bind.node == "m" and bind.allocations[0].milli < 1000 and bind.allocations[0].memory_gb == 5.0
+
+
+def test_a_need_beyond_the_mps_replica_waits_and_says_why():
+    # 24 GB / 4 replicas = 6 GB pinned per client: 7 GB cannot run there.
+    plan = place([node("m", gpus=1, sharing="mps", replicas=4, **L4)], [notebook("nb", 7.0)])
+    assert "nb" not in binds_by_job(plan)
+    assert plan.pending["nb"].reason == "no-sharing"
+    assert "MPS replicas of m are smaller than its memory need" in plan.pending["nb"].message
+
+
+def test_replicas_cap_the_shares_of_one_gpu():
+    plan = place(
+        [node("m", gpus=2, sharing="mps", replicas=2, **L4)],
+        [notebook("a", 2.0), notebook("b", 2.0), notebook("c", 2.0)],
+    )
+    per_gpu: dict[int, int] = {}
+    for binds in binds_by_job(plan).values():
+        for alloc in binds[0].allocations:
+            per_gpu[alloc.gpu_index] = per_gpu.get(alloc.gpu_index, 0) + 1
+    assert per_gpu == {0: 2, 1: 1}  # packed, but never a third client on GPU 0
+
+
+@pytest.mark.parametrize("accepts, placed", [(False, False), (True, True)])
+def test_time_slicing_only_for_jobs_that_accept_no_isolation(accepts, placed):
+    plan = place(
+        [node("t", gpus=1, sharing="time-slicing", replicas=4, **L4)],
+        [notebook("nb", 4.0, accepts_no_isolation=accepts)],
+    )
+    assert ("nb" in binds_by_job(plan)) is placed
+    if not placed:
+        assert plan.pending["nb"].reason == "no-sharing"
+        assert "time-slice GPUs with no memory isolation" in plan.pending["nb"].message
+
+
+def test_a_node_with_no_sharing_refuses_a_share_in_plain_words():
+    plan = place([node("p", gpus=2, **L4)], [notebook("nb", 4.0)])
+    assert "nb" not in binds_by_job(plan)
+    assert plan.pending["nb"].reason == "no-sharing"
+    assert "this node offers no GPU sharing" in plan.pending["nb"].message
+
+
+def test_a_sharing_node_offers_no_whole_gpu():
+    plan = place(
+        [node("m", gpus=8, sharing="mps", replicas=2), node("w", gpus=8)], [job("train", gpus=4), job("wide", gpus=8)]
+    )
+    assert binds_by_job(plan)["train"][0].node == "w"
+    assert "wide" not in binds_by_job(plan)  # "m" has 8 idle GPUs, but only as replicas
+
+
+def test_shares_go_to_the_sharing_node_and_whole_gpus_to_the_plain_one():
+    plan = place(
+        [node("p", gpus=1, **L4), node("m", gpus=1, sharing="mps", replicas=4, **L4)],
+        [notebook("nb", 4.0), job("train", gpus=1, gpu_models=("L4",))],
+    )
+    jobs = binds_by_job(plan)
+    assert jobs["nb"][0].node == "m" and jobs["train"][0].node == "p"
+
+
+def test_production_with_no_share_anywhere_takes_a_whole_gpu_rather_than_wait():
+    plan = place([node("p", gpus=1, **L4)], [inference("web", 4.0)])
+    assert binds_by_job(plan)["web"][0].allocations[0].milli == 1000
+
+
+def test_baselines_modelling_their_own_device_plugin_share_anywhere():
+    # volcano models the volcano-vgpu (HAMi) device plugin, which shares by memory whatever the labels say.
+    plan = place([node("p", gpus=1, **L4)], [notebook("nb", 4.0)], policy="volcano")
+    assert binds_by_job(plan)["nb"][0].allocations[0].milli < 1000
