@@ -169,7 +169,7 @@ def token_secret_manifest(req: BindRequest, pod_uid: str) -> dict:
 
 def _container(req: BindRequest, resource: str, quantity: str) -> dict:
     env = _channel_env(req) + [{"name": name, "value": value} for name, value in req.env] + share_env(req.share)
-    if req.rendezvous is not None:
+    if gang_service(req):
         env += rendezvous_env(req.rendezvous)
     memory = f"{req.memory_mib}Mi"
     container = {
@@ -197,20 +197,23 @@ SECRET_FILES_DIR = "/etc/secrets"  # a team's Secret as files: /etc/secrets/<nam
 
 
 def gang_service(req: BindRequest) -> bool:
-    """Several pods meet by name; a pod of its own meets itself on localhost, with no Service."""
+    """Several pods meet by name. A pod of its own gets no Service and no rendezvous settings:
+    `torchrun --standalone` needs none, and a WORLD_SIZE above 1 would tell a plain script's
+    libraries (DeepSpeed, accelerate) to wait for ranks that never come."""
     return req.rendezvous is not None and req.rendezvous.members > 1
 
 
 def master_addr(rdzv: Rendezvous) -> str:
     # The short name resolves through the pod's DNS search path (its namespace first), whatever
     # the cluster's domain is called.
-    return f"{rdzv.host(0)}.{rdzv.service}" if rdzv.members > 1 else "localhost"
+    return f"{rdzv.host(0)}.{rdzv.service}"
 
 
 def rendezvous_env(rdzv: Rendezvous) -> list[dict]:
     """torchrun's environment. It also reads its flags from PET_<FLAG>, so a plain
-    `torchrun train.py` starts every member with no flags of its own; a script started once per
-    pod without torchrun reads RANK and WORLD_SIZE (RANK is this pod's first process)."""
+    `torchrun train.py` starts every member with no flags of its own (torchrun then sets each
+    worker's RANK and WORLD_SIZE); a script started once per pod without torchrun reads these
+    (RANK is this pod's first process)."""
     values = {
         "MASTER_ADDR": master_addr(rdzv), "MASTER_PORT": str(rdzv.port),
         "WORLD_SIZE": str(rdzv.world_size), "RANK": str(rdzv.first_rank),

@@ -63,11 +63,12 @@ def test_the_runs_headless_service_selects_its_pods_before_they_are_ready():
     assert service["metadata"]["labels"][m.LABEL_JOB] == "42"
 
 
-def test_a_pod_of_its_own_meets_itself_on_localhost_with_no_service():
+def test_a_pod_of_its_own_gets_no_service_and_no_rendezvous_settings():
     pod = m.pod_manifest(_bind(member=0, members=1), "tessera")
     assert_valid(pod)
     assert "subdomain" not in pod["spec"] and m.LABEL_RENDEZVOUS not in pod["metadata"]["labels"]
-    assert _env(pod)["MASTER_ADDR"] == "localhost" and not m.gang_service(_bind(member=0, members=1))
+    assert not {"MASTER_ADDR", "WORLD_SIZE", "RANK"} & set(_env(pod))
+    assert not m.gang_service(_bind(member=0, members=1))
 
 
 def test_every_pod_gets_a_memory_backed_dev_shm_of_half_its_memory_limit():
