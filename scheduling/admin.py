@@ -85,7 +85,8 @@ class NodeAdmin(admin.ModelAdmin):
     inlines = [GpuInline]
     actions = ["drain", "mark_ready"]
     # The cluster's word (the poll)
-    readonly_fields = ["schedulable", "cluster_refusal", "allocatable_gpus", "gpus_used_outside", "mig_used_outside"]
+    readonly_fields = ["schedulable", "cluster_refusal", "allocatable_gpus", "gpus_used_outside", "mig_used_outside",
+                       "gpu_sharing", "gpu_replicas"]
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(_gpu_count=Count("gpus"))

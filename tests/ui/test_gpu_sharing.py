@@ -73,3 +73,10 @@ def test_the_cluster_page_shows_each_nodes_sharing_mode(clients, jobs):
     sharing("mps", 4)
     page = clients["staff"].get(reverse("ui:cluster")).content.decode()
     assert "MPS × 4 (memory-limited)" in page and "none (whole GPUs)" in page
+
+
+def test_the_admin_shows_the_clusters_word_on_sharing_read_only(clients, jobs):
+    sharing("mps", 4)
+    node = Node.objects.get(name="a100-t1")
+    page = clients["staff"].get(reverse("admin:scheduling_node_change", args=[node.pk])).content.decode()
+    assert "MPS (memory-limited replicas)" in page and 'name="gpu_sharing"' not in page
