@@ -41,6 +41,7 @@ FROM_REASON = {
     WaitingReason.TIER: IdleCause.TIER,
     WaitingReason.REPARTITION_PENDING: IdleCause.SETTLING,
     WaitingReason.NO_SLICE: IdleCause.MIG_LAYOUT,
+    WaitingReason.NO_SHARING: IdleCause.NO_SHARING,
 }
 
 

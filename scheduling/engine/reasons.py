@@ -70,6 +70,7 @@ class IdleCause(_Coded):
     MIG_LAYOUT = "mig-layout", ("Its MIG layout (or whole mode) has no slice of the shape a job needs, "
                                 "or MIG GPUs on its node leave too few whole GPUs for one.")
     TOPOLOGY = "topology", "Enough nodes are free for a gang, but not under one switch."
+    NO_SHARING = "no-sharing", "The job that would use it needs a share its node's device plugin does not offer."
     HOST_RESOURCES = "host-resources", "The job that would use it lacks CPU cores or RAM on its node."
     PARTIAL = "partial", "Held by a job only some of whose members found a place (no gang scheduling)."
     SETTLING = "settling-repartition", "A repartition of it is not confirmed yet."
