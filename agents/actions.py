@@ -36,6 +36,7 @@ from agents.backends.base import (
     TransientBackendError,
 )
 from agents.mig import repartition_finish, repartition_start
+from agents.native import native_stop
 from agents.rendezvous import job_attachments, job_rendezvous
 from agents.runtime import failpoint
 from checkpoints.services import (
@@ -125,6 +126,9 @@ def observed_pods(backend: Backend, job: Job) -> dict:
 
 
 def stop_pods(backend: Backend, job: Job, pods, reason: str, grace_s: int = 0) -> None:
+    if job.native:  # someone else's pods: some stops leave them, a cancel may delete their owner
+        native_stop(backend, job, pods, reason, grace_s)
+        return
     for pod in pods:
         pod_stop(backend, str(job.pk), job.team.name, pod, reason, grace_s)
 
@@ -157,7 +161,7 @@ def bind_request(action: ActionRequest, job: Job, members: int, checkpoint_token
     # confirm) before the kubelet kills it, whoever deletes the pod; others the cluster's default.
     grace = checkpoint_save_s(job) + CONFIRM_MARGIN_S if job.checkpoint_interval_s else None
     return BindRequest(
-        job_id=str(job.pk), pod_name=payload.pod_name, namespace=job.team.name, project=job.project.name,
+        job_id=str(job.pk), pod_name=payload.pod_name, namespace=job.pod_namespace, project=job.project.name,
         job_kind=job.kind, image=job.image,
         command=tuple(shlex.split(job.command)), node_name=payload.node,
         gpu_count=0 if mig else max(1, len(allocations)), mig_profile=mig,
@@ -166,7 +170,8 @@ def bind_request(action: ActionRequest, job: Job, members: int, checkpoint_token
         env=((ENV_RUNTIME, str(runtime)), (ENV_RESUME, str(job.progress_s)), (ENV_GPU_INDEXES, ",".join(whole))),
         grace_seconds=grace, checkpoint_token=checkpoint_token, checkpoint_url=settings.TESSERA_CHECKPOINT_URL,
         rendezvous=rendezvous, attachments=job_attachments(job),
-        share=GpuShare(memory_mib=max(1, int(job.gpu_memory_gb * 1024))) if shared else None)
+        share=GpuShare(memory_mib=max(1, int(job.gpu_memory_gb * 1024))) if shared else None,
+        native=job.native)
 
 
 def _bind_step(action: ActionRequest, backend: Backend, now: datetime) -> None:
@@ -177,11 +182,13 @@ def _bind_step(action: ActionRequest, backend: Backend, now: datetime) -> None:
         stop_pods(backend, job, [payload.pod_name], "released")
         _finish(action, FAILED, "The job was released before its pod was bound.")
         return
-    token = token_issue(job=job, pod_name=payload.pod_name, pod_key=action.key, at=now)
+    # A native pod's spec is its owner's: it can mount no token, so it gets no checkpoint channel.
+    token = "" if job.native else token_issue(job=job, pod_name=payload.pod_name, pod_key=action.key, at=now)
     binds = attempt_binds(job)  # every member's: the cycle wrote them in one transaction
+    # A native pod's peers are its owner's to wire up: Tessera adds no Service for them.
+    rendezvous = None if job.native else job_rendezvous(job, binds, payload.member)
     try:
-        outcome = backend.bind(bind_request(action, job, len(binds), checkpoint_token=token,
-                                            rendezvous=job_rendezvous(job, binds, payload.member)))
+        outcome = backend.bind(bind_request(action, job, len(binds), checkpoint_token=token, rendezvous=rendezvous))
     except TransientBackendError:
         raise  # the API server is away (restarting, throttled): the task retries; nothing changed here
     except (Refused, ValueError) as error:  # refused for good (admission, a command that does not parse)
@@ -239,7 +246,7 @@ def bind_refusal_release(backend: Backend, job: Job, error: str, *, final: bool)
 
 def ask_checkpoint(backend: Backend, job: Job, pods, checkpoint_id: str, reason: str) -> None:
     for pod in pods:
-        backend.request_checkpoint(CheckpointRequest(job_id=str(job.pk), pod_name=pod, namespace=job.team.name,
+        backend.request_checkpoint(CheckpointRequest(job_id=str(job.pk), pod_name=pod, namespace=job.pod_namespace,
                                                      checkpoint_id=checkpoint_id, reason=reason))
     Job.objects.filter(pk=job.pk, status=Job.Status.RUNNING).update(status=Job.Status.CHECKPOINTING)
 

@@ -36,7 +36,7 @@ def job_logs(job: Job, backend: Backend | None = None, tail_lines: int = TAIL_LI
         log.exception("no cluster client for reading logs")
         return [PodLog(pod, problem="Tessera cannot reach the cluster from the portal to read logs; "
                                     "the operators have the details in Tessera's log.") for pod in pods]
-    return [_pod_log(backend, job.team.name, pod, tail_lines) for pod in pods]
+    return [_pod_log(backend, job.pod_namespace, pod, tail_lines) for pod in pods]
 
 
 def _pod_log(backend: Backend, namespace: str, pod: str, tail_lines: int) -> PodLog:

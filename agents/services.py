@@ -30,6 +30,7 @@ from agents.actions import (
 )
 from agents.backends.base import RECLAIM_TAINT, Backend, JobObservation, JobStatus, NodeInventory
 from agents.inventory import inventory_sync, jobs_release_on_node
+from agents.native import native_stop, native_waiting_gone
 from agents.rendezvous import services_end
 from agents.runtime import failpoint
 from agents.slices import slices_record
@@ -210,6 +211,9 @@ def reconcile(*, backend: Backend, now: datetime | None = None) -> dict:
         if verdict and _job_end(job=job, verdict=verdict, at=now, backend=backend):
             finished[verdict.outcome].append(job.pk)
     orphans = _stop_orphans(backend, observations, current)
+    gone = native_waiting_gone(observations, now=now, seen_after=SEEN_AFTER)
+    if gone:
+        finished["pod-deleted"] += gone
     ended = {pk for pks in finished.values() for pk in pks}
     return {"finished": dict(finished), "orphans_stopped": orphans,
             "services_removed": services_end(backend, [job for job in holding if job.pk not in ended])}
@@ -264,6 +268,9 @@ def _job_end(*, job: Job, verdict: PodsVerdict, at: datetime, backend: Backend) 
         reason, message = "failed", f"The cluster reports the job failed ({seen.reason}, exit code {seen.exit_code})."
     elif verdict.outcome == "cannot-start":  # it never ran: nothing billed
         reason, at, message = "failed", job.started_at, f"Pod {verdict.pod} cannot start: {words}"
+    elif job.native and seen is None:  # someone deleted it (kubectl, its controller, the garbage collector)
+        reason = "pod-deleted"
+        message = f"Pod {job.pod_namespace}/{verdict.pod} was deleted outside Tessera while it ran."
     else:
         reason = "evicted"
         message = f"The cluster removed pod {verdict.pod} ({words}); requeued from its last checkpoint."
@@ -285,9 +292,25 @@ def _stop_orphans(backend: Backend, observations, current: dict[str, set[str]]) 
         job = Job.objects.select_related("team").filter(pk=obs.job_id).first()
         if job is not None and job.status in HOLDING and obs.pod_name in job_pods(job):
             continue  # bound since the list above was read
+        if obs.native:
+            stopped += _stop_native_orphan(backend, job, obs)
+            continue
         pod_stop(backend, obs.job_id, obs.namespace, obs.pod_name, "orphan")
         stopped += 1
     return stopped
+
+
+def _stop_native_orphan(backend: Backend, job: Job | None, obs: JobObservation) -> int:
+    """A native pod outside any run: one that waits for its job's placement, or was left Pending
+    after a refusal, stays; a cancelled job's goes (with its owner, as a cancel does); a bound one
+    that no run holds is stopped."""
+    if job is not None and job.status == Job.Status.CANCELLED:
+        native_stop(backend, job, [obs.pod_name], "cancelled")
+        return 1
+    if obs.node_name:
+        pod_stop(backend, obs.job_id, obs.namespace, obs.pod_name, "orphan")
+        return 1
+    return 0
 
 
 # -- checkpoint_due ------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from django.db import InterfaceError, OperationalError
 
 from agents import actions, runtime, services
 from agents.backends.base import TransientBackendError
+from agents.native import native_intake
 from agents.waiting_events import waiting_events_record
 
 log = logging.getLogger(__name__)
@@ -38,8 +39,13 @@ def _dispatcher(task):
 @shared_task(bind=True, name="agents.poll_agents", **RETRYING)
 def poll_agents(self) -> dict:
     # A real cluster's node list is the truth; the simulated one's rows come from the demo loader.
-    return services.agents_poll(backend=runtime.backend(), telemetry=runtime.telemetry(),
-                                dispatch=_dispatcher(self), sync_inventory=settings.TESSERA_BACKEND == "kubernetes")
+    kubernetes = settings.TESSERA_BACKEND == "kubernetes"
+    backend = runtime.backend()
+    result = services.agents_poll(backend=backend, telemetry=runtime.telemetry(), dispatch=_dispatcher(self),
+                                  sync_inventory=kubernetes)
+    if kubernetes:  # pods others created for Tessera become jobs (agents/native.py)
+        result["native"] = native_intake(backend=backend)
+    return result
 
 
 @shared_task(bind=True, name="agents.run_cycle", **RETRYING)

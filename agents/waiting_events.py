@@ -39,9 +39,10 @@ def waiting_events_record(backend: Backend, limit: int = EVENTS_PER_CYCLE) -> in
     before = {pk: told.get(_key(pk)) or {"code": "", "counts": {}} for pk, _code in codes}
     changed = [pk for pk, code in codes if before[pk]["code"] != code][:limit]
     rows = Job.objects.filter(pk__in=changed, status__in=Job.WAITING_STATUSES).order_by("-pk") \
-        .values_list("pk", "team__name", "pending_reason_code", "pending_reason")
+        .values_list("pk", "namespace", "team__name", "pending_reason_code", "pending_reason")
     updates: dict[str, dict] = {}
-    for pk, namespace, code, message in rows:
+    for pk, native_namespace, team, code, message in rows:
+        namespace = native_namespace or team  # a native job's pods are in their own namespace
         count = before[pk]["counts"].get(code, 0) + 1
         # Told even when the cluster refused it (a namespace not allowed, no right to events): a
         # refusal would repeat every cycle, and an event is a courtesy.

@@ -4,7 +4,7 @@ from django.db import models
 from django.db.models import Count
 from django.utils import timezone
 
-from portal.models import ApiToken, BusinessUnit, Membership, Project, Team, units
+from portal.models import ApiToken, BusinessUnit, Membership, Project, Team, TeamNamespace, units
 
 
 class UnitsInput(forms.NumberInput):
@@ -25,6 +25,13 @@ class ProjectInline(admin.TabularInline):
     extra = 0
 
 
+class TeamNamespaceInline(admin.TabularInline):
+    model = TeamNamespace
+    extra = 0
+    verbose_name = "Kubernetes namespace"
+    verbose_name_plural = "Kubernetes namespaces (native pods there are this team's jobs; its own name is always)"
+
+
 @admin.register(BusinessUnit)
 class BusinessUnitAdmin(admin.ModelAdmin):
     list_display = ["name", "cost_center", "team_count"]
@@ -38,6 +45,16 @@ class BusinessUnitAdmin(admin.ModelAdmin):
         return obj._team_count
 
 
+@admin.register(TeamNamespace)
+class TeamNamespaceAdmin(admin.ModelAdmin):
+    """Which team a namespace's native pods (spec.schedulerName: tessera) belong to."""
+
+    list_display = ["namespace", "team"]
+    search_fields = ["namespace", "team__name"]
+    list_select_related = ["team"]
+    autocomplete_fields = ["team"]
+
+
 @admin.register(Team)
 class TeamAdmin(admin.ModelAdmin):
     list_display = ["name", "business_unit", "guaranteed", "burst_limit", "weight", "max_waiting_jobs",
@@ -47,7 +64,7 @@ class TeamAdmin(admin.ModelAdmin):
     search_fields = ["name", "business_unit__name"]
     list_select_related = ["business_unit"]
     filter_horizontal = ["allowed_priority_classes"]
-    inlines = [ProjectInline, MembershipInline]
+    inlines = [ProjectInline, TeamNamespaceInline, MembershipInline]
 
     @admin.display(description="guaranteed GPUs", ordering="guaranteed_gpus")
     def guaranteed(self, team):

@@ -94,6 +94,26 @@ class Team(models.Model):
         return self.name
 
 
+class TeamNamespace(models.Model):
+    """A Kubernetes namespace whose native pods (spec.schedulerName: tessera) are this team's jobs.
+    A namespace named as a team is that team's without a row here."""
+
+    namespace = models.CharField(max_length=63, unique=True, validators=[namespace_validator])
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="namespaces")
+
+    class Meta:
+        ordering = ["namespace"]
+
+    def __str__(self) -> str:
+        return f"{self.namespace} → {self.team.name}"
+
+    def clean(self) -> None:
+        super().clean()
+        owner = Team.objects.filter(name=self.namespace).exclude(pk=self.team_id).first()
+        if owner is not None:  # that team's portal jobs run there: its native pods are its own too
+            raise ValidationError({"namespace": f"{self.namespace} is team {owner.name}'s own namespace."})
+
+
 def default_cost_code(team_name: str, project_name: str) -> str:
     """The code a project gets when nobody gave one: TEAM-PROJECT, upper case, at most 40 characters."""
     return f"{team_name}-{project_name}".upper().replace(" ", "-")[:40]

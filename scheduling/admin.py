@@ -15,6 +15,7 @@ from scheduling.models import (
     JobEvent,
     MigInstance,
     MigSample,
+    NativePod,
     NetworkSwitch,
     Node,
     Placement,
@@ -207,6 +208,19 @@ class PlacementAdmin(admin.ModelAdmin):
     search_fields = ["job__name", "gpu__node__name", "gpu__uuid"]
     list_select_related = ["job", "gpu__node", "mig_instance"]
     raw_id_fields = ["job", "gpu", "mig_instance"]
+
+
+@admin.register(NativePod)
+class NativePodAdmin(admin.ModelAdmin):
+    """Pods taken in as jobs: written by the intake from what the cluster says, so read-only here."""
+
+    list_display = ["__str__", "job", "owner", "group", "taken_at"]
+    search_fields = ["namespace", "name", "uid", "owner_name", "job__name"]
+    list_select_related = ["job"]
+    readonly_fields = [f.name for f in NativePod._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
 
 
 @admin.register(JobEvent)

@@ -19,6 +19,7 @@ from portal import freshness
 from scheduling import engine
 from scheduling.engine.reasons import PreemptReason
 from scheduling.models import ActionRequest, Gpu, Job, MigInstance, Placement
+from scheduling.native import member_pod_name
 from scheduling.payloads import AllocationRequest, BindPayload, PreemptPayload, RepartitionPayload
 from scheduling.services import job_event_add, placement_start
 
@@ -128,10 +129,15 @@ def _bind_action(job: Job, bind: engine.Bind, placements, now) -> ActionRequest:
         node=placements[0].gpu.node,
         payload=BindPayload(
             job_id=job.pk, member=bind.member, node=bind.node,
-            pod_name=f"{job.team.name}-{job.pk}-{attempt}-{bind.member}",
+            pod_name=_pod_name(job, bind.member, attempt),
             placements=tuple(p.pk for p in placements),
             allocations=tuple(AllocationRequest(gpu_index=a.gpu_index, milli=a.milli, mig_profile=a.mig_profile,
                                                 mig_start=a.mig_start) for a in bind.allocations)).as_payload())
+
+
+def _pod_name(job: Job, member: int, attempt: int) -> str:
+    """The pod that runs member `member`: one Tessera creates, or the native pod it binds."""
+    return member_pod_name(job, member) if job.native else f"{job.team.name}-{job.pk}-{attempt}-{member}"
 
 
 def _request_preemption(job: Job | None, preemption: engine.Preempt, now, result: ApplyResult) -> None:

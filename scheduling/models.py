@@ -317,6 +317,9 @@ class Job(models.Model):
                                   help_text="A Secret whose keys become environment variables.")
     file_secret = models.CharField(max_length=253, blank=True,
                                    help_text="A Secret mounted read-only at /etc/secrets/<name>.")
+    namespace = models.CharField(max_length=63, blank=True, help_text=(
+        "A native job's namespace (its pods were created there by someone else); empty: a portal job, "
+        "whose pods Tessera creates in its team's namespace."))
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
     queue_order = models.IntegerField(default=0, help_text="Lead-set order within the team; lower first.")
     borrowed = models.BooleanField(default=False, help_text="Runs on capacity above the team's quota.")
@@ -366,6 +369,15 @@ class Job(models.Model):
     @property
     def allowed_gpu_models(self) -> tuple[str, ...]:
         return tuple(m for m in self.gpu_models.split("|") if m)
+
+    @property
+    def native(self) -> bool:
+        """Its pods are someone else's, taken in by the intake (docs/reference/native-submission.md)."""
+        return bool(self.namespace)
+
+    @property
+    def pod_namespace(self) -> str:
+        return self.namespace or self.team.name
 
 
 class Placement(models.Model):
@@ -422,6 +434,33 @@ class Placement(models.Model):
 PLACEMENT_UNITS = models.Case(
     models.When(mig_instance__isnull=False, then=Cast("mig_instance__gpu_fraction", models.FloatField())),
     default=F("share_milli") / 1000.0, output_field=models.FloatField())
+
+
+class NativePod(models.Model):
+    """A pod someone else created for Tessera (spec.schedulerName), taken in as (a member of) a
+    job. Its uid is the pod's identity: the intake never writes a second row, or job, for it."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="native_pods")
+    uid = models.CharField(max_length=64, unique=True)
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    owner_api_version = models.CharField(max_length=100, blank=True)
+    owner_kind = models.CharField(max_length=100, blank=True, help_text="Its controller's (or first owner's) kind.")
+    owner_name = models.CharField(max_length=253, blank=True)
+    owner_uid = models.CharField(max_length=64, blank=True)
+    group = models.CharField(max_length=253, blank=True, help_text="Its pod-group label (a gang); empty: none.")
+    taken_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["job", "name"]
+        indexes = [models.Index(fields=["namespace", "name"])]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def owner(self) -> str:
+        return f"{self.owner_kind} {self.owner_name}" if self.owner_kind else ""
 
 
 class JobEvent(models.Model):

@@ -52,7 +52,11 @@ RELEASE_STATUSES = {
     "completed": Job.Status.COMPLETED,
     "failed": Job.Status.FAILED,
     "cancelled": Job.Status.CANCELLED,
+    "pod-deleted": Job.Status.CANCELLED,  # a native job's pod deleted outside Tessera (agents/native.py)
 }
+# A native job waits again only while its pod does (a refused bind leaves it Pending); any other
+# release that would requeue it ends it: its pod is gone, and Tessera cannot create someone else's.
+NATIVE_REQUEUE = {"bind-failed"}
 
 
 class TooManySubmits(Exception):
@@ -120,6 +124,10 @@ def job_release(*, job_id: int, at: datetime, reason: str, progress_s: float | N
         placement.save(update_fields=["ended_at", "end_reason"])
         signals.placement_ended.send(sender=Placement, placement=placement, at=ended, reason=reason)
     status = job.status if job.status in Job.FINISHED_STATUSES else target
+    if job.native and status in Job.WAITING_STATUSES and reason not in NATIVE_REQUEUE:
+        status = Job.Status.FAILED
+        message = (f"{message} Its pod is gone and Tessera does not recreate a pod it did not create; "
+                   "its controller, if it has one, makes a new pod, which queues as a new job.").strip()
     job.status = status
     if progress_s is not None:
         job.progress_s = progress_s

@@ -180,6 +180,9 @@ class BindRequest:
     rendezvous: Rendezvous | None = None
     attachments: Attachments = Attachments()
     share: GpuShare | None = None  # a memory-bounded share (gpu_count 1): one replica, not a whole GPU
+    # A native pod (someone else's, docs/reference/native-submission.md): bound as it is, never created; the
+    # fields above that describe a pod to create are not used.
+    native: bool = False
 
     def __post_init__(self) -> None:
         if (self.gpu_count > 0) == (self.mig_profile is not None):
@@ -261,6 +264,7 @@ class JobObservation:
     annotations: dict[str, str] = field(default_factory=dict, compare=False)
     finished_at: float | None = None  # UNIX time its containers ended, where the cluster says
     started_at: float | None = None  # UNIX time the node took the pod (its GPUs held from then)
+    native: bool = False  # someone else's pod that Tessera took in (docs/reference/native-submission.md)
 
 
 @runtime_checkable

@@ -18,6 +18,8 @@ LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "tessera"
 MANAGED_SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
 LABEL_JOB = "tessera.io/job-id"
+# Every pod of a Tessera job: its own (managed-by) and the native pods its intake labelled.
+JOB_SELECTOR = LABEL_JOB
 LABEL_TEAM = "tessera.io/team"
 LABEL_PROJECT = "tessera.io/project"
 LABEL_KIND = "tessera.io/job-kind"
@@ -274,6 +276,15 @@ def workload_mounts(extra: Attachments) -> list[dict]:
         mounts.append({"name": "team-secret", "mountPath": f"{SECRET_FILES_DIR}/{extra.file_secret}",
                        "readOnly": True})
     return mounts
+
+
+def native_label_patch(pod_uid: str, labels: Mapping[str, str], job_id: str, team: str) -> list[dict]:
+    """A JSON patch that labels a native pod as job `job_id`'s, only if it is still the pod the
+    intake read (the uid test: a pod deleted and created again under its name is a new pod)."""
+    merged = {**dict(labels), LABEL_JOB: _check(job_id, LABEL_VALUE, 63, "label value"),
+              LABEL_TEAM: _check(team, LABEL_VALUE, 63, "label value")}
+    return [{"op": "test", "path": "/metadata/uid", "value": pod_uid},
+            {"op": "add", "path": "/metadata/labels", "value": merged}]
 
 
 def binding_manifest(pod_name: str, namespace: str, node_name: str) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from decimal import Decimal
 from typing import Any
 
 from kubernetes.utils import parse_quantity
@@ -151,21 +152,27 @@ def mig_held(devices: dict[str, int]) -> tuple[tuple[str, int], ...]:
 
 
 def pod_device_requests(pod: Any) -> dict[str, int]:
+    """A pod's effective nvidia.com/* requests in whole devices (pod_device_amounts)."""
+    return {name: int(amount) for name, amount in pod_device_amounts(pod).items() if int(amount)}
+
+
+def pod_device_amounts(pod: Any) -> dict[str, Decimal]:
     """A pod's effective nvidia.com/* requests, as the kubelet counts them: per resource, the larger
-    of its containers' sum and its biggest init container (requests default to limits)."""
-    def requests(container: Any) -> dict[str, int]:
+    of its containers' sum and its biggest init container (requests default to limits). A quantity
+    that does not parse raises ValueError."""
+    def requests(container: Any) -> dict[str, Decimal]:
         resources = container.resources
         wanted = {**((resources and resources.limits) or {}), **((resources and resources.requests) or {})}
-        return {name: int(parse_quantity(quantity)) for name, quantity in wanted.items()
+        return {name: parse_quantity(quantity) for name, quantity in wanted.items()
                 if name.startswith("nvidia.com/")}
     spec = pod.spec
-    main: dict[str, int] = {}
+    main: dict[str, Decimal] = {}
     for container in spec.containers or []:
         for name, count in requests(container).items():
-            main[name] = main.get(name, 0) + count
+            main[name] = main.get(name, Decimal(0)) + count
     for container in spec.init_containers or []:
         for name, count in requests(container).items():
-            main[name] = max(main.get(name, 0), count)
+            main[name] = max(main.get(name, Decimal(0)), count)
     return {name: count for name, count in main.items() if count}
 
 
@@ -221,6 +228,7 @@ def pod_observation(pod: Any, deleted: bool = False) -> JobObservation | None:
         annotations=dict(pod.metadata.annotations or {}),
         finished_at=_finished_at(pod),
         started_at=_timestamp(pod.status.start_time if pod.status else None),
+        native=labels.get(m.LABEL_MANAGED_BY) != m.MANAGED_BY,
     )
 
 

@@ -36,6 +36,7 @@ from agents.backends.base import (
     TransientBackendError,
 )
 from agents.backends.k8s_events import PodEvents
+from agents.backends.k8s_intake import NativeIntake
 from agents.backends.k8s_mig import MigLabels
 from agents.backends.k8s_pod_cache import PodCache
 from agents.backends.k8s_reading import (
@@ -128,12 +129,17 @@ def _api_errors(method):
     return wrapper
 
 
-class KubernetesBackend(MigLabels, RendezvousServices):
+class KubernetesBackend(MigLabels, RendezvousServices, NativeIntake):
     def __init__(self, config: KubernetesConfig | None = None) -> None:
         self.config = config or KubernetesConfig()
         self.core = client.CoreV1Api(self.config.api_client)
         self.events = PodEvents(self.core, self.config.request_timeout_s)
-        self.pods = PodCache(self.core, m.MANAGED_SELECTOR, self.config.request_timeout_s)
+        self.pods = PodCache(self.core, m.JOB_SELECTOR, self.config.request_timeout_s)
+
+    # Native pods (agents/backends/k8s_intake.py), with the API's errors in our words.
+    native_pods = _api_errors(NativeIntake.native_pods)
+    native_label = _api_errors(NativeIntake.native_label)
+    native_delete_owner = _api_errors(NativeIntake.native_delete_owner)
 
     # -- inventory -------------------------------------------------------------------------
 
@@ -166,10 +172,12 @@ class KubernetesBackend(MigLabels, RendezvousServices):
     @_api_errors
     def bind(self, req: BindRequest) -> Outcome:
         pod = self._read_pod(req.namespace, req.pod_name)
+        if pod is None and req.native:  # someone else's pod: Tessera has nothing to create it from
+            raise Refused(f"pod {req.namespace}/{req.pod_name} was deleted before Tessera could bind it")
         if pod is None:
             pod = self._create_pod(req)
         _check_job(pod, req.job_id)
-        if req.checkpoint_token:  # before the binding: the kubelet mounts it when it starts the pod
+        if req.checkpoint_token and not req.native:  # before the binding: the kubelet mounts it when it starts
             self._create_token_secret(req, pod.metadata.uid)
         if m.gang_service(req):  # before the binding: torchrun looks its peers up as it starts
             self._create_rendezvous_service(req)
@@ -237,9 +245,7 @@ class KubernetesBackend(MigLabels, RendezvousServices):
         return self._remove_rendezvous_service(namespace, name)
 
     def record_waiting(self, job_id: str, namespace: str, reason_code: str, message: str, count: int) -> bool:
-        try:
-            self._allowed_namespace(namespace)
-        except Refused:
+        if not self.namespace_allowed(namespace):
             return False
         return self.events.record_waiting(job_id, namespace, reason_code, message, count)
 
@@ -263,7 +269,7 @@ class KubernetesBackend(MigLabels, RendezvousServices):
             if cached is not None:
                 return cached
         pods = self.core.list_pod_for_all_namespaces(
-            label_selector=m.MANAGED_SELECTOR, _request_timeout=self.config.request_timeout_s
+            label_selector=m.JOB_SELECTOR, _request_timeout=self.config.request_timeout_s
         )
         return [obs for obs in map(pod_observation, pods.items) if obs is not None]
 
@@ -272,7 +278,7 @@ class KubernetesBackend(MigLabels, RendezvousServices):
         # The API server filters by the job's label: one job's pods cross the wire, not the
         # cluster's (a full list took 0.67 s at 2,000 pods in every action step).
         pods = self.core.list_pod_for_all_namespaces(
-            label_selector=f"{m.MANAGED_SELECTOR},{m.LABEL_JOB}={job_id}",
+            label_selector=f"{m.LABEL_JOB}={job_id}",
             _request_timeout=self.config.request_timeout_s)
         return [obs for obs in map(pod_observation, pods.items) if obs is not None]
 
@@ -323,6 +329,14 @@ class KubernetesBackend(MigLabels, RendezvousServices):
         except ApiException as exc:
             if exc.status != 409:
                 raise
+
+    def namespace_allowed(self, namespace: str) -> bool:
+        """Whether job pods may run in the namespace (config.namespaces, never the cluster's own)."""
+        try:
+            self._allowed_namespace(namespace)
+        except Refused:
+            return False
+        return True
 
     def _allowed_namespace(self, namespace: str) -> None:
         allowed = self.config.namespaces

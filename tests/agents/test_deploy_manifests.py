@@ -77,10 +77,12 @@ def test_the_backend_gets_the_least_rights_it_needs():
         "events": ["create", "patch"],
         "podgroups": ["get", "list", "watch"],
         "services": ["create", "delete", "list"],  # a multi-pod run's headless Service
+        "jobs": ["delete"],  # a cancelled native pod's batch/v1 Job (agents/backends/k8s_intake.py)
     }
     assert all(len(r["resources"]) == 1 for r in role["rules"])
     groups = {r["resources"][0]: r["apiGroups"] for r in role["rules"]}
-    assert groups.pop("podgroups") == ["scheduling.x-k8s.io"] and all(g == [""] for g in groups.values())
+    assert groups.pop("podgroups") == ["scheduling.x-k8s.io"] and groups.pop("jobs") == ["batch"]
+    assert all(g == [""] for g in groups.values())
     with_token = [d["metadata"]["name"] for d in _by_kind("Deployment") + _by_kind("DaemonSet")
                   if d["spec"]["template"]["spec"].get("automountServiceAccountToken", True)]
     assert sorted(with_token) == ["tessera-beat", "tessera-node-agent", "tessera-portal", "tessera-worker"]

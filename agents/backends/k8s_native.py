@@ -1,0 +1,226 @@
+"""Native submission: a pod someone else created with `spec.schedulerName: tessera`, read into
+what Tessera needs to queue it as a job (docs/reference/native-submission.md). Pure functions over client
+models, no API calls and no Django: the intake (agents/native.py) turns a NativePod into rows.
+
+A pod that cannot be read is refused with a NativeRefusal whose reason and sentence go on the pod
+as a Kubernetes Event; the pod stays Pending. A refusal never raises anything else, so one bad pod
+never stops the poll that reads the others.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from kubernetes.utils import parse_quantity
+
+from agents.backends import k8s_manifests as m
+from agents.backends.k8s_gangs import GangError, annotation_min_member, pod_group_name
+from agents.backends.k8s_reading import pod_device_amounts
+
+# What a native pod may say (docs/reference/native-submission.md).
+SHARED_RESOURCE = "nvidia.com/gpu.shared"
+ANNOTATION_GPU_MEMORY = "tessera.io/gpu-memory-gb"
+ANNOTATION_PROJECT = "tessera.io/project"
+ANNOTATION_NO_ISOLATION = "tessera.io/accepts-no-isolation"
+_MIG_RESOURCE = re.compile(r"^nvidia\.com/mig-(\d+g\.\d+gb)((?:\.[a-z]+)*)$")
+MAX_GPUS_PER_POD = 64  # a pod runs on one node; more is a typo, refused before any row is written
+
+
+class NativeRefusal(ValueError):
+    """Why Tessera will not queue this pod: `reason` is the Event's reason (CamelCase, as the
+    kube-scheduler's), the message a sentence for whoever runs `kubectl describe pod`."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The pod's controlling owner (ownerReferences with controller: true), else its first one."""
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+    controller: bool
+
+
+@dataclass(frozen=True)
+class NativePod:
+    """A native pod as Tessera queues it. Exactly one GPU need: whole GPUs (`gpus` > 0), one MIG
+    device (`mig_profile`), or a memory-bounded share (`shared`, with `gpu_memory_gb`)."""
+
+    uid: str
+    namespace: str
+    name: str
+    image: str = ""  # its first container's, for the job page
+    gpus: int = 0
+    mig_profile: str | None = None
+    shared: bool = False
+    gpu_memory_gb: float = 0.0
+    cpu_cores: float = 0.0
+    memory_gb: float = 0.0
+    priority_class: str | None = None  # spec.priorityClassName, as written
+    priority: int | None = None  # spec.priority, as the Priority admission plugin resolved it
+    project: str | None = None  # the tessera.io/project annotation
+    accepts_no_isolation: bool = False
+    owner: Owner | None = None
+    # Gangs (engineer nativegang): the pod-group label's value, and the fallback min-member annotation.
+    group: str | None = None
+    min_member: int | None = None
+    labels: dict[str, str] = field(default_factory=dict, compare=False)
+
+    @property
+    def display_name(self) -> str:
+        """What the portal calls the job: its owner ("Job train-llm"), else the pod."""
+        if self.owner is not None:
+            return f"{self.owner.kind} {self.owner.name}"[:100]
+        return f"Pod {self.name}"[:100]
+
+
+@dataclass(frozen=True)
+class RefusedPod:
+    """A native pod Tessera will not queue, and why (an Event on it says so; it stays Pending)."""
+
+    uid: str
+    namespace: str
+    name: str
+    reason: str
+    message: str
+
+
+def is_native(pod: Any, scheduler_name: str) -> bool:
+    """Someone else's pod for our scheduler; the pods Tessera creates itself carry managed-by."""
+    labels = pod.metadata.labels or {}
+    return (
+        pod.spec is not None
+        and pod.spec.scheduler_name == scheduler_name
+        and labels.get(m.LABEL_MANAGED_BY) != m.MANAGED_BY
+    )
+
+
+def native_pod(pod: Any) -> NativePod:
+    """The pod as a job's need; NativeRefusal when its requests or annotations do not say one."""
+    meta = pod.metadata
+    annotations = meta.annotations or {}
+    try:
+        devices = pod_device_amounts(pod)
+    except (ValueError, ArithmeticError, TypeError) as exc:
+        raise NativeRefusal("InvalidGpuRequest", f"A resource request does not parse: {exc}.") from None
+    need = _gpu_need(devices, annotations)
+    try:  # a gang's label and fallback annotation, as agents/backends/k8s_gangs.py reads them
+        group, min_member = pod_group_name(meta.labels), annotation_min_member(annotations)
+    except GangError as exc:
+        raise NativeRefusal("InvalidPodGroup", f"The pod's gang cannot be read: {exc}.") from None
+    cpu, memory = _cpu_memory(pod)
+    return NativePod(
+        uid=meta.uid or "",
+        namespace=meta.namespace,
+        name=meta.name,
+        image=next((c.image or "" for c in pod.spec.containers or []), ""),
+        **need,
+        cpu_cores=cpu,
+        memory_gb=memory,
+        priority_class=pod.spec.priority_class_name or None,
+        priority=pod.spec.priority,
+        project=(annotations.get(ANNOTATION_PROJECT) or "").strip() or None,
+        accepts_no_isolation=annotations.get(ANNOTATION_NO_ISOLATION, "").lower() == "true",
+        owner=_owner(meta.owner_references),
+        group=group,
+        min_member=min_member,
+        labels=dict(meta.labels or {}),
+    )
+
+
+def read_native(pod: Any) -> NativePod | RefusedPod:
+    """native_pod, with a refusal as a value: what the intake lists."""
+    try:
+        return native_pod(pod)
+    except NativeRefusal as refusal:
+        meta = pod.metadata
+        return RefusedPod(meta.uid or "", meta.namespace, meta.name, refusal.reason, str(refusal))
+
+
+def _gpu_need(devices: dict[str, Decimal], annotations: dict[str, str]) -> dict[str, Any]:
+    if not devices:
+        raise NativeRefusal(
+            "NoGpuRequest",
+            "The pod asks for no GPU: request nvidia.com/gpu, one nvidia.com/mig-<profile>, or nvidia.com/gpu.shared.",
+        )
+    if len(devices) > 1:
+        raise NativeRefusal(
+            "InvalidGpuRequest",
+            f"The pod asks for {', '.join(sorted(devices))}; ask for one "
+            "kind of GPU: whole GPUs, one MIG device or one share.",
+        )
+    ((resource, amount),) = devices.items()
+    if amount != int(amount) or amount < 0:
+        raise NativeRefusal("InvalidGpuRequest", f"{resource}: {amount} is not a whole number of devices.")
+    count = int(amount)
+    if resource == m.GPU_RESOURCE:
+        if count > MAX_GPUS_PER_POD:
+            raise NativeRefusal("InvalidGpuRequest", f"{count} GPUs in one pod: a pod runs on one node.")
+        return {"gpus": count}
+    if resource == SHARED_RESOURCE:
+        if count != 1:
+            raise NativeRefusal("InvalidGpuRequest", f"{SHARED_RESOURCE}: {count}; a pod holds one share.")
+        return {"shared": True, "gpu_memory_gb": _memory_need(annotations.get(ANNOTATION_GPU_MEMORY))}
+    match = _MIG_RESOURCE.match(resource)
+    if match is None:
+        raise NativeRefusal(
+            "InvalidGpuRequest",
+            f"{resource} is not a GPU resource Tessera knows: use "
+            "nvidia.com/gpu, nvidia.com/mig-<profile> or nvidia.com/gpu.shared.",
+        )
+    if count != 1:
+        raise NativeRefusal("InvalidGpuRequest", f"{resource}: {count}; a pod holds one MIG device.")
+    return {"mig_profile": match.group(1) + match.group(2).replace(".", "+")}
+
+
+def _memory_need(value: str | None) -> float:
+    if value is None:
+        raise NativeRefusal(
+            "InvalidGpuRequest",
+            f'A shared GPU needs the annotation {ANNOTATION_GPU_MEMORY}: "<GB>", the GPU memory the pod uses.',
+        )
+    try:
+        memory = float(value)
+    except ValueError:
+        memory = -1.0
+    if not 0 < memory <= 1024:  # also refuses nan and inf
+        raise NativeRefusal(
+            "InvalidGpuRequest", f"{ANNOTATION_GPU_MEMORY}: {value!r} is not a memory size in GB above 0."
+        )
+    return memory
+
+
+def _cpu_memory(pod: Any) -> tuple[float, float]:
+    """CPU cores and memory (GB) the containers request; an unreadable quantity the API server
+    would have refused counts as none."""
+    cpu = memory = 0.0
+    for container in pod.spec.containers or []:
+        requests = (container.resources and (container.resources.requests or container.resources.limits)) or {}
+        try:
+            cpu += float(parse_quantity(requests.get("cpu", "0")))
+            memory += float(parse_quantity(requests.get("memory", "0"))) / 1024**3
+        except (ValueError, ArithmeticError, TypeError):
+            continue
+    return cpu, memory
+
+
+def _owner(references: Any) -> Owner | None:
+    refs = list(references or [])
+    chosen = next((r for r in refs if r.controller), refs[0] if refs else None)
+    if chosen is None:
+        return None
+    return Owner(
+        api_version=chosen.api_version,
+        kind=chosen.kind,
+        name=chosen.name,
+        uid=chosen.uid,
+        controller=bool(chosen.controller),
+    )

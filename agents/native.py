@@ -1,0 +1,166 @@
+"""Native submission (docs/reference/native-submission.md): the intake that makes jobs of the pods others
+create for Tessera, and how Tessera stops such pods. The poll runs the intake (agents/tasks.py).
+
+Taking a pod in is idempotent by its uid: the job and its NativePod row are written in one
+transaction, then the pod is labelled with the job's id, which takes it out of the intake's list.
+A worker that dies between the two leaves the pod in the list; the next poll finds the row by uid
+and only labels. A pod refused (its namespace unmapped, a request Tessera cannot read) gets an
+Event saying why and stays Pending; the next poll looks again, so a fix (a mapping, a project)
+takes effect without touching the pod.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError
+
+from agents.backends.base import Backend, Outcome, PreemptRequest, TransientBackendError
+from agents.backends.k8s_native import NativePod as FoundPod
+from agents.backends.k8s_native import RefusedPod
+from scheduling.clock import database_now
+from scheduling.engine.reasons import PreemptReason
+from scheduling.models import Job, NativePod
+from scheduling.native import (
+    NativeNeed,
+    namespace_team,
+    native_job_create,
+    not_mapped_message,
+    refusal_reason,
+)
+from scheduling.services import TooManySubmits, job_release
+
+log = logging.getLogger(__name__)
+# A refused bind leaves someone else's pod as it came, Pending: Tessera did not create it.
+LEAVE_PENDING = {"bind-failed", "bind-refused"}
+CANCEL_REASONS = {PreemptReason.CANCEL.value, "cancelled"}
+
+
+def native_intake(*, backend: Backend, now: datetime | None = None) -> dict:
+    """Take in every native pod the cluster lists; {"taken": [job ids], "refused": {reason: count}}."""
+    now = now or database_now()
+    taken: list[int] = []
+    refused: dict[str, int] = {}
+    for found in backend.native_pods():  # the kubernetes backend's
+        try:
+            job_id, reason = _take_in(backend, found, now)
+        except TransientBackendError:
+            raise  # the API server is away: the poll retries, and this step with it
+        except Exception:  # noqa: BLE001 - one pod Tessera cannot read must not stop the others
+            log.exception("native pod %s/%s not taken in", found.namespace, found.name)
+            continue
+        if job_id is not None:
+            taken.append(job_id)
+        if reason:
+            refused[reason] = refused.get(reason, 0) + 1
+    return {"taken": taken, "refused": refused}
+
+
+def _take_in(backend, found: FoundPod | RefusedPod, now: datetime) -> tuple[int | None, str]:
+    if isinstance(found, RefusedPod):
+        return None, _refuse(backend, found)
+    team = namespace_team(found.namespace) if backend.namespace_allowed(found.namespace) else None
+    if team is None:
+        return None, _refuse(backend, _refusal(found, "NamespaceNotMapped", not_mapped_message(found.namespace)))
+    job = _job_of(found.uid)
+    if job is None:
+        try:
+            job = native_job_create(team=team, need=native_need(found), at=now)
+        except ValidationError as error:
+            return None, _refuse(backend, _refusal(found, *refusal_reason(error)))
+        except TooManySubmits as error:
+            return None, _refuse(backend, _refusal(found, "TooManySubmits", str(error)))
+        except IntegrityError:  # another worker took it in meanwhile: its row is the one
+            job = _job_of(found.uid)
+            if job is None:
+                raise
+    if backend.native_label(found, str(job.pk), job.team.name) is Outcome.GONE:
+        job_release(
+            job_id=job.pk,
+            at=now,
+            reason="pod-deleted",
+            message=f"Pod {found.namespace}/{found.name} was deleted before Tessera could place it.",
+        )
+        return None, ""
+    return job.pk, ""
+
+
+def _job_of(uid: str) -> Job | None:
+    row = NativePod.objects.select_related("job__team").filter(uid=uid).first()
+    return row.job if row is not None else None
+
+
+def _refusal(found: FoundPod, reason: str, message: str) -> RefusedPod:
+    return RefusedPod(found.uid, found.namespace, found.name, reason, message)
+
+
+def _refuse(backend, refused: RefusedPod) -> str:
+    backend.native_refuse(refused)
+    return refused.reason
+
+
+def native_need(found: FoundPod) -> NativeNeed:
+    owner = found.owner
+    return NativeNeed(
+        uid=found.uid,
+        namespace=found.namespace,
+        pod_name=found.name,
+        name=found.display_name,
+        image=found.image,
+        gpus=found.gpus,
+        gpu_memory_gb=found.gpu_memory_gb,
+        mig_profile=found.mig_profile,
+        cpu_cores=max(found.cpu_cores, 0.1),
+        memory_gb=found.memory_gb,
+        priority_class=found.priority_class,
+        priority=found.priority,
+        project=found.project,
+        group=found.group or "",
+        owner=(owner.api_version, owner.kind, owner.name, owner.uid) if owner else ("", "", "", ""),
+    )
+
+
+def native_waiting_gone(observations, *, now: datetime, seen_after: timedelta) -> list[int]:
+    """End the waiting native jobs whose pod is no longer in the cluster's list (deleted before
+    Tessera placed it): nothing would place them, and a bind would find no pod. A pod taken in
+    less than `seen_after` ago may not have reached the list yet (the watch's lag)."""
+    listed = {(o.job_id, o.namespace, o.pod_name) for o in observations}
+    ended = []
+    rows = NativePod.objects.filter(job__status__in=Job.WAITING_STATUSES, taken_at__lte=now - seen_after)
+    for row in rows.values("job_id", "namespace", "name"):
+        if (str(row["job_id"]), row["namespace"], row["name"]) in listed:
+            continue
+        if job_release(
+            job_id=row["job_id"],
+            at=now,
+            reason="pod-deleted",
+            message=f"Pod {row['namespace']}/{row['name']} was deleted before Tessera placed it.",
+        ):
+            ended.append(row["job_id"])
+    return ended
+
+
+# -- stopping native pods -------------------------------------------------------------------------
+
+
+def native_stop(backend: Backend, job: Job, pods, reason: str, grace_s: int = 0) -> None:
+    """Stop a native job's pods. A cancel of pods a batch/v1 Job controls deletes that Job: deleting
+    its pods alone would only make the controller create new ones (Kubernetes 1.20 cannot suspend
+    a Job). Every other stop deletes the pods themselves."""
+    if reason in LEAVE_PENDING:
+        return
+    if reason in CANCEL_REASONS:
+        owner = NativePod.objects.filter(job=job, owner_kind="Job", owner_api_version="batch/v1").first()
+        if owner is not None:
+            backend.native_delete_owner(
+                owner.namespace, owner.owner_api_version, owner.owner_kind, owner.owner_name, owner.owner_uid
+            )
+            return
+    for pod in pods:
+        backend.preempt(
+            PreemptRequest(
+                job_id=str(job.pk), pod_name=pod, namespace=job.pod_namespace, grace_seconds=grace_s, reason=reason
+            )
+        )

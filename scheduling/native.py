@@ -1,0 +1,198 @@
+"""Native jobs: pods someone else created for Tessera become jobs of the team their namespace
+belongs to (docs/reference/native-submission.md). The intake (agents/native.py) reads the pods; this writes
+the rows, with the same checks and limits as a submit from the portal, in the portal's words.
+
+A ValidationError here is a refusal the pod's owner can act on: the intake turns it into an Event
+on the pod, keyed by the field that was wrong (REFUSAL_REASONS), and leaves the pod Pending.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Count, Max
+
+from portal import freshness
+from portal.models import Project, Team, TeamNamespace
+from scheduling.engine.reasons import WaitingReason
+from scheduling.models import Gpu, Job, NativePod, PriorityClass
+
+# Imported, not copied: one definition of what a portal submit checks.
+from scheduling.services import _profile_need, _resources_errors, _submit_limits_check, job_event_add
+
+# The Event reason a refusal gets, by the field it is about (the kube-scheduler's CamelCase).
+REFUSAL_REASONS = {
+    "priority_class": "PriorityClassNotAllowed",
+    "project": "ProjectNotFound",
+    "team": "TeamQueueFull",
+    "namespace": "NamespaceNotMapped",
+}
+REFUSAL_DEFAULT = "InvalidGpuRequest"
+# Owners whose pods serve rather than finish: their jobs are inference jobs, the others batch.
+OWNER_KINDS_INFERENCE = {"ReplicaSet", "Deployment", "StatefulSet", "LeaderWorkerSet"}
+
+
+@dataclass(frozen=True)
+class NativeNeed:
+    """What a native pod asks for, in the portal's terms (agents/native.py builds it)."""
+
+    uid: str
+    namespace: str
+    pod_name: str
+    name: str  # what the portal shows: "Job train-llm"
+    image: str
+    gpus: int
+    gpu_memory_gb: float
+    mig_profile: str | None
+    cpu_cores: float
+    memory_gb: float
+    priority_class: str | None
+    priority: int | None
+    project: str | None
+    owner: tuple[str, str, str, str] = ("", "", "", "")  # api version, kind, name, uid
+    group: str = ""
+
+
+def namespace_team(namespace: str) -> Team | None:
+    """The team whose jobs a namespace's native pods are: a mapping row, else the team of that name."""
+    mapped = TeamNamespace.objects.select_related("team").filter(namespace=namespace).first()
+    return mapped.team if mapped is not None else Team.objects.filter(name=namespace).first()
+
+
+def not_mapped_message(namespace: str) -> str:
+    return (
+        f"Namespace {namespace} is not mapped to a Tessera team, so Tessera leaves this pod Pending. A "
+        f"platform engineer maps it in the admin: Portal › Team namespaces (/admin/portal/teamnamespace/)."
+    )
+
+
+def native_priority_class(team: Team, name: str | None, value: int | None) -> PriorityClass:
+    """A class of Tessera's by its name, if the team may use it; a cluster class of the cluster's own
+    (or none) by its value: the highest of the team's classes not above it, else the team's lowest
+    (a pod that names no class has priority 0, the lowest, to Kubernetes too)."""
+    allowed = list(PriorityClass.objects.filter(teams=team).order_by("-value"))
+    if not allowed:
+        raise ValidationError(
+            {
+                "priority_class": f"Team {team} may use no priority class yet; a portal admin "
+                "allows some on the team's admin page."
+            }
+        )
+    if name:
+        chosen = next((c for c in allowed if c.name == name), None)
+        if chosen is not None:
+            return chosen
+        if PriorityClass.objects.filter(name=name).exists():
+            raise ValidationError(
+                {
+                    "priority_class": f"Team {team} may not use priority class {name}; it may use "
+                    f"{', '.join(c.name for c in allowed)}."
+                }
+            )
+    below = [c for c in allowed if value is not None and c.value <= value]
+    return below[0] if below else allowed[-1]
+
+
+def _project(team: Team, name: str | None) -> Project:
+    if name:
+        found = team.projects.filter(name=name).first()
+        if found is None:
+            raise ValidationError(
+                {
+                    "project": f"No project {name} in team {team}; the annotation tessera.io/project "
+                    f"names one of {', '.join(p.name for p in team.projects.all())}."
+                }
+            )
+        return found
+    return team.projects.order_by("name").first() or Project.objects.create(team=team, name="default")
+
+
+def _largest_node_gpus() -> int:
+    counts = Gpu.objects.filter(node__state="ready").values("node").annotate(n=Count("pk")).values_list("n", flat=True)
+    return max(counts, default=0)
+
+
+@transaction.atomic
+def native_job_create(*, team: Team, need: NativeNeed, at: datetime) -> Job:
+    """The job of one native pod, checked as a portal submit is; ValidationError when refused."""
+    chosen = native_priority_class(team, need.priority_class, need.priority)
+    gpu_memory_gb, pinned = need.gpu_memory_gb, []
+    if need.mig_profile:
+        gpu_memory_gb, pinned = _profile_need(need.mig_profile, [])
+    errors = _resources_errors(
+        gpus=need.gpus,
+        gpu_memory_gb=gpu_memory_gb,
+        gpu_models=pinned,
+        gang=True,
+        cpu_cores=need.cpu_cores,
+        memory_gb=need.memory_gb,
+        checkpoint_interval_s=None,
+    )
+    if need.gpus > (largest := _largest_node_gpus()):
+        errors["gpus"] = f"The pod asks for {need.gpus} GPUs; no node has more than {largest}, and a pod runs on one."
+    if errors:
+        raise ValidationError(errors)
+    project = _project(team, need.project)
+    Team.objects.select_for_update().filter(pk=team.pk).exists()  # serialises queue positions, as a submit does
+    _submit_limits_check(team, at)
+    last = Job.objects.filter(team=team, status__in=Job.WAITING_STATUSES).aggregate(m=Max("queue_order"))["m"]
+    owner_kind = need.owner[1]
+    job = Job.objects.create(
+        team=team,
+        project=project,
+        name=need.name,
+        namespace=need.namespace,
+        kind=Job.Kind.INFERENCE if owner_kind in OWNER_KINDS_INFERENCE else Job.Kind.BATCH,
+        priority_class=chosen,
+        preemptible=chosen.preemptible,
+        gpus=need.gpus,
+        gpu_memory_gb=gpu_memory_gb,
+        gpu_models="|".join(pinned),
+        cpu_cores=need.cpu_cores,
+        memory_gb=need.memory_gb,
+        image=need.image[:300],
+        queue_order=(last or 0) + 1,
+        pending_reason_code=WaitingReason.NEW,
+        pending_reason="Taken in from the cluster; waiting for the next scheduling cycle.",
+    )
+    api_version, kind, name, uid = need.owner
+    NativePod.objects.create(
+        job=job,
+        uid=need.uid,
+        namespace=need.namespace,
+        name=need.pod_name,
+        owner_api_version=api_version,
+        owner_kind=kind,
+        owner_name=name,
+        owner_uid=uid,
+        group=need.group,
+        taken_at=at,
+    )
+    job_event_add(
+        job=job,
+        at=at,
+        kind="submitted",
+        message=f"Pod {need.namespace}/{need.pod_name} taken in from the cluster as {chosen.name}"
+        + (f" ({kind} {name})." if kind else "."),
+    )
+    freshness.teams_changed([team.pk])
+    return job
+
+
+def refusal_reason(error: ValidationError) -> tuple[str, str]:
+    """(Event reason, sentence) for a refused native pod."""
+    fields = getattr(error, "message_dict", {})
+    key = next(iter(fields), "")
+    message = " ".join(m for messages in fields.values() for m in messages) or " ".join(error.messages)
+    return REFUSAL_REASONS.get(key, REFUSAL_DEFAULT), message
+
+
+def member_pod_name(job: Job, member: int) -> str:
+    """The native pod that is member `member` of the job (by name: stable while they wait)."""
+    names = list(job.native_pods.order_by("name").values_list("name", flat=True))
+    if member >= len(names):
+        raise KeyError(f"job {job.pk} has {len(names)} native pod(s), no member {member}")
+    return names[member]
