@@ -118,6 +118,7 @@ def native_need(found: FoundPod) -> NativeNeed:
         priority=found.priority,
         project=found.project,
         group=found.group or "",
+        accepts_no_isolation=found.accepts_no_isolation,
         owner=(owner.api_version, owner.kind, owner.name, owner.uid) if owner else ("", "", "", ""),
     )
 

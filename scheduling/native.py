@@ -18,7 +18,9 @@ from django.db.models import Count, Max
 from portal import freshness
 from portal.models import Project, Team, TeamNamespace
 from scheduling.engine.reasons import WaitingReason
+from scheduling.engine.types import PRODUCTION
 from scheduling.models import Gpu, Job, NativePod, PriorityClass
+from scheduling.selectors import share_refusal
 
 # Imported, not copied: one definition of what a portal submit checks.
 from scheduling.services import _profile_need, _resources_errors, _submit_limits_check, job_event_add
@@ -54,6 +56,7 @@ class NativeNeed:
     project: str | None
     owner: tuple[str, str, str, str] = ("", "", "", "")  # api version, kind, name, uid
     group: str = ""
+    accepts_no_isolation: bool = False  # the tessera.io/accepts-no-isolation annotation
 
 
 def namespace_team(namespace: str) -> Team | None:
@@ -133,6 +136,13 @@ def native_job_create(*, team: Team, need: NativeNeed, at: datetime) -> Job:
     )
     if need.gpus > (largest := _largest_node_gpus()):
         errors["gpus"] = f"The pod asks for {need.gpus} GPUs; no node has more than {largest}, and a pod runs on one."
+    if need.gpus == 0 and not need.mig_profile and not errors and chosen.name != PRODUCTION:
+        # a share runs only where a node's sharing mode holds it (as a portal submit is checked)
+        refusal = share_refusal(
+            gpu_memory_gb=gpu_memory_gb, gpu_models=pinned, accepts_no_isolation=need.accepts_no_isolation
+        )
+        if refusal:
+            errors["gpu_memory_gb"] = refusal
     if errors:
         raise ValidationError(errors)
     project = _project(team, need.project)
@@ -151,6 +161,7 @@ def native_job_create(*, team: Team, need: NativeNeed, at: datetime) -> Job:
         gpus=need.gpus,
         gpu_memory_gb=gpu_memory_gb,
         gpu_models="|".join(pinned),
+        accepts_no_isolation=need.accepts_no_isolation,
         cpu_cores=need.cpu_cores,
         memory_gb=need.memory_gb,
         image=need.image[:300],

@@ -10,7 +10,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError
 
-from portal.models import BusinessUnit, Project, Team, TeamNamespace
+from portal.models import BusinessUnit, Membership, Project, Team, TeamNamespace
 from scheduling.defaults import PRIORITIES
 from scheduling.models import CapacityTier, Gpu, Job, NativePod, NetworkSwitch, Node, PriorityClass
 from scheduling.native import (
@@ -21,6 +21,7 @@ from scheduling.native import (
     native_priority_class,
     refusal_reason,
 )
+from scheduling.services import job_reprioritise
 
 pytestmark = pytest.mark.django_db
 AT = datetime(2026, 12, 4, 17, 0, tzinfo=UTC)
@@ -149,3 +150,18 @@ def test_a_pod_larger_than_any_node_is_refused(team):
 def test_a_mig_pod_asks_for_its_profiles_memory_on_the_models_that_offer_it(team):
     job = native_job_create(team=team, need=replace(NEED, gpus=0, mig_profile="1g.10gb"), at=AT)
     assert job.gpus == 0 and 0 < job.gpu_memory_gb <= 10 and job.allowed_gpu_models == ("H100-80GB",)
+
+
+def test_a_share_where_no_node_shares_is_refused_in_the_submit_words(team):
+    with pytest.raises(ValidationError) as refused:
+        native_job_create(team=team, need=replace(NEED, gpus=0, gpu_memory_gb=12.0), at=AT)
+    reason, message = refusal_reason(refused.value)
+    assert reason == "InvalidGpuRequest" and message
+    assert not Job.objects.exists()
+
+
+def test_a_native_job_is_reprioritised_by_a_lead_like_any_other(team, django_user_model):
+    job = native_job_create(team=team, need=NEED, at=AT)
+    lead = django_user_model.objects.create_user("lead")
+    Membership.objects.create(user=lead, team=team, role="lead")
+    assert job_reprioritise(user=lead, job=job, priority_class="interactive").priority_class.name == "interactive"
