@@ -161,8 +161,9 @@ class QueuePlan:
             self.free[k] -= need
 
 
-def _team_frees_room(session: Session, job: Job) -> float | None:
-    """When the team's own running jobs, ending as expected, leave room under its burst limit."""
+def _team_frees_room(session: Session, job: Job, team_ends: dict[str, list[tuple[float, float]]]) -> float | None:
+    """When the team's own running jobs, ending as expected, leave room under its burst limit.
+    `team_ends`: (expected end, units) of each team's running members, sorted, filled on first use."""
     from .actions.common import min_units
     limit = session.queue(job.team).burst_limit_gpus
     if limit is None:
@@ -170,9 +171,12 @@ def _team_frees_room(session: Session, job: Job) -> float | None:
     excess = session.usage.get(job.team, 0.0) + min_units(session, job) - limit
     if excess <= 1e-9:
         return session.now
-    ends = sorted((m.started_at + m.job.expected_runtime_s, m.units) for m in
-                  (m for members in session.members.values() for m in members)
-                  if m.team == job.team and m.job is not None)
+    ends = team_ends.get(job.team)
+    if ends is None:
+        ends = team_ends[job.team] = sorted(
+            (m.started_at + m.job.expected_runtime_s, m.units) for m in
+            (m for members in session.members.values() for m in members)
+            if m.team == job.team and m.job is not None)
     for end, units in ends:
         excess -= units
         if excess <= 1e-9:
@@ -195,8 +199,12 @@ def _largest_free_group(session: Session, job: Job, models: Models) -> tuple[int
 
 
 def _node_word(session: Session, models: Models) -> str:
-    kinds = {n.node.interconnect for n in session.nodes.values() if n.model in models}
-    return "one NVSwitch node" if kinds == {"nvswitch"} else "one node"
+    """Per model set, cached: every waiting whole-GPU job asks, and the nodes are fixed for the cycle."""
+    word = session.node_words.get(models)
+    if word is None:
+        kinds = {n.node.interconnect for n in session.nodes.values() if n.model in models}
+        word = session.node_words[models] = "one NVSwitch node" if kinds == {"nvswitch"} else "one node"
+    return word
 
 
 def _no_model(session: Session, job: Job) -> Reason:
@@ -282,7 +290,10 @@ CONSOLIDATION_TEXT = ("jobs are moving to free GPUs elsewhere to make room; it s
                       "are released")
 
 
-def diagnose(session: Session, job: Job) -> Reason:
+def diagnose(session: Session, job: Job, by_shape: dict[tuple[object, ...], Reason] | None = None) -> Reason:
+    """Why the job waits. `by_shape`: reasons already worked out for jobs of the same request
+    (sharing's isolation consent included), class and team, which wait for the same reason once
+    the session no longer changes (explain)."""
     if job.id in session.reasons:
         return session.reasons[job.id]
     if job.id in session.consolidating:
@@ -293,6 +304,18 @@ def diagnose(session: Session, job: Job) -> Reason:
     held = session.book.by_holder.get(job.id)
     if held is not None:
         return (WaitingReason.RESERVED, _reservation_text(session, job, held))
+    if by_shape is None:
+        return _capacity_reason(session, job)
+    from .actions.common import request_shape
+    key = (request_shape(job), job.accepts_no_isolation, job.priority, job.team)
+    reason = by_shape.get(key)
+    if reason is None:
+        reason = by_shape[key] = _capacity_reason(session, job)
+    return reason
+
+
+def _capacity_reason(session: Session, job: Job) -> Reason:
+    """What the job lacks: a GPU model, free GPUs or slices of its shape, its team's quota."""
     models = allowed_models(session, job)
     if not models:
         return _no_model(session, job)
@@ -324,14 +347,17 @@ def explain(session: Session) -> dict[str, PendingInfo]:
         teams[job.team].append(job)
         team_rank[job.id] = len(teams[job.team])
     plans: dict[Models, QueuePlan] = {}
+    by_shape: dict[tuple[object, ...], Reason] = {}
+    team_ends: dict[str, list[tuple[float, float]]] = {}
     infos = {}
     for position, job in enumerate(overall, start=1):
         key = allowed_models(session, job)
-        code, text = diagnose(session, job)
+        code, text = diagnose(session, job, by_shape)
         held = session.book.by_holder.get(job.id)
         plan = plans.get(key) or plans.setdefault(key, QueuePlan(session, key))
         # A job at its team's burst limit starts when its team frees room, and books units from then.
-        not_before = _team_frees_room(session, job) if code == WaitingReason.BURST_LIMIT else session.now
+        not_before = _team_frees_room(session, job, team_ends) if code == WaitingReason.BURST_LIMIT \
+            else session.now
         eta = plan.start(min_units(session, job), job.expected_runtime_s, not_before) \
             if key and not_before is not None else None
         if held is not None:

@@ -11,7 +11,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 DATA_FILE = Path(__file__).parent / "data" / "mig_profiles.json"
@@ -75,8 +75,9 @@ class MigGeometry:
             raise KeyError(f"unknown MIG profile {name!r} on {self.model}")
         return min(same, key=lambda p: abs(p.memory_gb - gb))
 
-    @property
+    @cached_property
     def plain_profiles(self) -> tuple[MigProfile, ...]:
+        """Cached: every sub-GPU placement asks (smallest_profile)."""
         return tuple(p for p in self.profiles if not p.media)
 
     def gpu_fraction(self, profile: MigProfile) -> float:

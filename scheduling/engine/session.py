@@ -74,11 +74,15 @@ class Session:
         self.no_fit: dict[RequestShape, int] = {}  # request shape -> `releases` when it found no place
         self.victim_keys: dict[str, VictimKey] = {}  # victim ranking per running job (actions.evict)
         self.job_ends: dict[str, float] = {}  # expected end per running job (actions.reserve)
+        # (node version, expected free time of each GPU) per node (actions.reserve)
+        self.free_times: dict[str, tuple[int, list[tuple[float, int, GpuState]]]] = {}
         self.memory_by_model: dict[str, float] | None = None  # smallest GPU memory (placement.common)
         self.fragment: Binding | None = None  # the placement scorer and its prior (placement.scored)
         self.allowed: dict[tuple[object, ...], tuple[str, ...]] = {}  # models per request (placement.common)
+        self.slice_units: dict[tuple[object, ...], float] = {}  # per sub-GPU request (actions.common.min_units)
         self.supply: dict[str, ModelSupply] | None = None  # free/total units and ends per model (explain)
         self.release_curves: dict[tuple[str, ...], ReleaseCurve] = {}  # per model set (explain)
+        self.node_words: dict[tuple[str, ...], str] = {}  # "one (NVSwitch) node" per model set (explain)
         self._load(snapshot)
 
     # --- building ---------------------------------------------------------------------------
@@ -237,6 +241,7 @@ class Session:
         keys[name] = new
 
     def reindex_node(self, node: NodeState) -> None:
+        node.version += 1
         count = len(node.free_whole())
         new = ((node.model, node.tier), count) if count else None
         self._move(self.whole, node.index_keys, "whole", new, node.name, node)

@@ -134,7 +134,7 @@ def _mig_units(geometry: MigGeometry, name: str) -> float:
 
 class NodeState:
     __slots__ = ("node", "name", "tier", "model", "free_cpu", "free_mem", "gpus", "ready",
-                 "index_keys", "offers_whole", "offers_shares")
+                 "index_keys", "offers_whole", "offers_shares", "version")
 
     def __init__(self, node: Node, model: str, sharing_modes: bool = False):
         self.node = node
@@ -151,6 +151,7 @@ class NodeState:
         geometry = geometry_for(model)
         self.gpus = [GpuState(self, gpu, geometry) for gpu in node.gpus]
         self.index_keys: dict[str, Any] = {}
+        self.version = 0  # bumped whenever the session reindexes it: what is cached per node is stale
 
     def fits_host(self, job: Job, members: int = 1) -> bool:
         return (self.free_cpu >= job.cpu_cores * members - 1e-9

@@ -47,8 +47,12 @@ def place(session: Session, job: Job, allow_borrow: bool, fair: bool = True) -> 
     if not session.features.reserve and not book:
         return try_place(session, job, allow_borrow, fair)
     own = book.by_holder.get(job.id)
-    with book.seen_by(job):
+    if own is None:  # book.seen_by(job) without the context manager: this runs for every waiting job
+        book.level(job.priority)
         outcome = try_place(session, job, allow_borrow, fair)
+    else:
+        with book.seen_by(job):
+            outcome = try_place(session, job, allow_borrow, fair)
     if own is not None and outcome == PLACED:
         book.drop(own)
     if outcome == NO_FIT and session.features.reserve:

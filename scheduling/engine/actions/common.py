@@ -82,6 +82,17 @@ def min_units(session: Session, job: Job) -> float:
     """The fewest GPU units the job can count for (the exact figure is known once placed)."""
     if as_whole(session, job):
         return float((job.gpus or 1) * job.gang_size)
+    # Every action asks for every waiting job; the answer depends only on these (and on the
+    # cycle's GPU models), so it is worked out once per kind of request.
+    key = (job.gpu_memory_gb, job.gpu_milli, job.gpu_models)
+    best = session.slice_units.get(key)
+    if best is None:
+        best = session.slice_units[key] = _slice_units(session, job)
+    return best * job.gang_size
+
+
+def _slice_units(session: Session, job: Job) -> float:
+    """The smallest slice or share one member of a sub-GPU job can take, in GPU units."""
     best = 1.0
     for model in allowed_models(session, job):
         geometry = geometry_for(model)
@@ -93,7 +104,7 @@ def min_units(session: Session, job: Job) -> float:
             milli = share_milli(job.gpu_memory_gb, model_memory(session)[model], job.gpu_milli)
             if milli is not None:
                 best = min(best, milli / 1000)
-    return best * job.gang_size
+    return best
 
 
 def deserved(session: Session) -> dict[str, float]:
@@ -116,25 +127,44 @@ def within_guarantee(session: Session, job: Job, units: float) -> bool:
         + 1e-9
 
 
-def burst_refusal(session: Session, job: Job, units: float, used: float | None = None,
-                  fair: bool = True) -> Reason | None:
-    """Why a job may not borrow `units` beyond its guarantee while its team holds `used`
-    (default: what it holds now); None if it may."""
+def refused(session: Session, job: Job, units: float, used: float | None = None,
+            fair: bool = True) -> WaitingReason | None:
+    """Which rule refuses the job borrowing `units` beyond its guarantee while its team holds
+    `used` (default: what it holds now); None if it may. The actions that only ask whether ask
+    this, once per waiting job: burst_refusal words the answer."""
     q = session.queue(job.team)
     if used is None:
         used = session.usage.get(job.team, 0.0)
-    if q.burst_limit_gpus is not None and units > q.burst_limit_gpus + 1e-9:
-        return (WaitingReason.BURST_LIMIT, f"needs {gpu_count(units)}, more than team {job.team}'s burst limit of "
-                f"{gpus(q.burst_limit_gpus)}; it can start only once a platform admin raises the limit")
-    if q.burst_limit_gpus is not None and used + units > q.burst_limit_gpus + 1e-9:
-        return (WaitingReason.BURST_LIMIT, f"team {job.team} would hold {gpu_count(used + units)}; its burst "
-                f"limit is {gpus(q.burst_limit_gpus)} (guaranteed {gpus(q.guaranteed_gpus)})")
+    limit = q.burst_limit_gpus
+    if limit is not None and (units > limit + 1e-9 or used + units > limit + 1e-9):
+        return WaitingReason.BURST_LIMIT
+    # Worked out even when not asked for fairness: the shares are fixed at the first call of
+    # the cycle, and which call that is must not depend on who asks.
     share = deserved(session).get(job.team, 0.0)
-    if fair and session.features.fairshare and not job.production and \
-            used + units > share + 1e-9:
-        return (WaitingReason.FAIR_SHARE, f"team {job.team} holds {gpu_count(used)} ({gpus(q.guaranteed_gpus)} "
-                f"guaranteed); its fair share of idle GPUs this cycle is {gpus(share)}")
+    if fair and session.features.fairshare and not job.production and used + units > share + 1e-9:
+        return WaitingReason.FAIR_SHARE
     return None
+
+
+def burst_refusal(session: Session, job: Job, units: float, used: float | None = None,
+                  fair: bool = True) -> Reason | None:
+    """Why a job may not borrow `units` beyond its guarantee (refused), in words; None if it may."""
+    code = refused(session, job, units, used, fair)
+    if code is None:
+        return None
+    q = session.queue(job.team)
+    if used is None:
+        used = session.usage.get(job.team, 0.0)
+    if code == WaitingReason.FAIR_SHARE:
+        share = deserved(session).get(job.team, 0.0)
+        return (code, f"team {job.team} holds {gpu_count(used)} ({gpus(q.guaranteed_gpus)} "
+                f"guaranteed); its fair share of idle GPUs this cycle is {gpus(share)}")
+    limit = q.burst_limit_gpus or 0.0
+    if units > limit + 1e-9:
+        return (code, f"needs {gpu_count(units)}, more than team {job.team}'s burst limit of "
+                f"{gpus(limit)}; it can start only once a platform admin raises the limit")
+    return (code, f"team {job.team} would hold {gpu_count(used + units)}; its burst "
+            f"limit is {gpus(limit)} (guaranteed {gpus(q.guaranteed_gpus)})")
 
 
 def request_shape(job: Job) -> RequestShape:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ..placement import as_whole, place_job
 from ..reasons import PreemptReason
 from ..statement import Statement
-from .common import burst_refusal, min_units, ordered, request_shape, within_guarantee
+from .common import min_units, ordered, refused, request_shape, within_guarantee
 from .evict import (
     NODE_TRIES,
     lost_work,
@@ -82,7 +82,7 @@ def _admitted(session: Session, job: Job) -> bool:
         return True
     units = min_units(session, job)
     return within_guarantee(session, job, units) or \
-        burst_refusal(session, job, units, fair=False) is None
+        refused(session, job, units, fair=False) is None
 
 
 def _starts_soon(session: Session, job: Job) -> bool:

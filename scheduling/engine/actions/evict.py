@@ -21,7 +21,7 @@ from ..nominations import nominate as hold_for
 from ..placement import allowed_models, as_whole
 from ..plan import Preempt
 from ..reasons import PreemptReason, WaitingReason
-from .common import burst_refusal, fair_ratio, min_units, ordered, request_shape, within_guarantee
+from .common import fair_ratio, min_units, ordered, refused, request_shape, within_guarantee
 from .gang_victims import Cost, fits_now, freeable_gpus, gang_nodes, gang_victims, per_node_gpus, shortest_prefix
 
 if TYPE_CHECKING:
@@ -63,6 +63,9 @@ def _evict_for(session: Session, eligible: Eligible, reason: PreemptReason, need
     priorities = [m.known_job.priority for m in runners]  # runners are sorted by class
     failed: set[tuple[RequestShape, str, int]] = set()  # request shapes that found no victims this cycle
     settled = session.now - session.features.min_runtime_s
+    # The pool depends on the job only through these, and on which runners are already stopping:
+    # built once per kind of waiting job, not once per job (a scan of every runner each).
+    pools: dict[tuple[int, bool, str, bool, int], list[Member]] = {}
     for job in ordered(session, undecided_waiting(session)):
         if attempts <= 0:
             return
@@ -73,15 +76,19 @@ def _evict_for(session: Session, eligible: Eligible, reason: PreemptReason, need
         within = not session.features.quota or within_guarantee(session, job, units)
         if need_guarantee and not within:
             continue
-        if not within and burst_refusal(session, job, units):
+        if not within and refused(session, job, units):
             continue
         # Only a lower class can be preempted (reclaim also needs one: production aside, a
         # victim's class never matters less than its borrowing); skip the rest cheaply.
         lower = runners if need_guarantee else runners[:bisect_left(priorities, job.priority)]
         # Thrash guard: a victim that just (re)started loses its restart cost again for
         # nothing, so it is safe from everything but production for a while.
-        pool = [m for m in lower if m.job_id not in session.preempting
-                and (job.production or m.started_at <= settled) and eligible(m, job, within)]
+        pool_key = (job.priority, job.production, job.team, within, len(session.preempting))
+        pool = pools.get(pool_key)
+        if pool is None:
+            pool = pools[pool_key] = [m for m in lower if m.job_id not in session.preempting
+                                      and (job.production or m.started_at <= settled)
+                                      and eligible(m, job, within)]
         if not pool:
             continue
         attempts -= 1

@@ -21,7 +21,7 @@ from ..memory import smallest_profile
 from ..mig import geometry_for, start_choices
 from ..placement import allowed_models, as_whole, search_order
 from ..plan import Repartition
-from .common import burst_refusal, min_units, ordered, request_shape
+from .common import min_units, ordered, refused, request_shape
 
 if TYPE_CHECKING:
     from ..mig import MigProfile
@@ -52,6 +52,7 @@ class _Planner:
         self.full: dict[Shape, set[GpuKey]] = {}  # profile shape -> planned GPUs it no longer fits
         self.spent: set[str] = set()  # nodes whose whole-free GPUs are all planned already
         self.awaited = _awaited_slots(session)  # (model, tier) -> idle slots of in-flight layouts
+        self.mig_nodes: dict[tuple[str, str, float | None], list[tuple[NodeState, int, list[GpuState]]]] = {}
 
     def aged(self, gpu: GpuState) -> bool:
         return (gpu.geometry is not None and gpu.key not in self.planned and gpu.usable and
@@ -144,21 +145,32 @@ class _Planner:
         for tier, model in search_order(self.session, job, allowed_models(self.session, job)):
             if geometry_for(model) is None:
                 continue
-            for node in self._nodes(model, tier):
-                free = sum(1 for g in node.gpus if g.whole_free)
-                idle_mig = [g for g in node.gpus if g.mig_enabled and g.idle and self.aged(g)]
-                if free < count <= free + len(idle_mig) and node.fits_host(job, job.gang_size):
+            for node, free, idle in self._nodes(model, tier):
+                if not free < count <= free + len(idle):
+                    continue
+                idle_mig = [g for g in idle if self.aged(g)]
+                if count <= free + len(idle_mig) and node.fits_host(job, job.gang_size):
                     for gpu in idle_mig[:count - free]:
                         self._plan(gpu, False, [])
                     return True
         return False
 
-    def _nodes(self, model: str, tier: str) -> list[NodeState]:
-        seen: dict[str, NodeState] = {}
-        for buckets in self.session.mig.get((model, tier), {}).values():
-            for gpu in buckets.values():
-                seen.setdefault(gpu.node.name, gpu.node)
-        return [seen[name] for name in sorted(seen)]
+    def _nodes(self, model: str, tier: str) -> list[tuple[NodeState, int, list[GpuState]]]:
+        """Nodes with MIG GPUs of this model and tier, by name: (node, whole GPUs free, idle MIG
+        GPUs). Kept while the reservations masked stay the same: nothing is placed or freed
+        while it plans."""
+        key = (model, tier, self.session.book.level_at)
+        found = self.mig_nodes.get(key)
+        if found is None:
+            seen: dict[str, NodeState] = {}
+            for buckets in self.session.mig.get((model, tier), {}).values():
+                for gpu in buckets.values():
+                    seen.setdefault(gpu.node.name, gpu.node)
+            found = self.mig_nodes[key] = [
+                (node, sum(1 for g in node.gpus if g.whole_free),
+                 [g for g in node.gpus if g.mig_enabled and g.idle])
+                for node in (seen[name] for name in sorted(seen))]
+        return found
 
     def _plan(self, gpu: GpuState, enabled: bool, layout: Layout, capped: bool = False) -> None:
         """`capped`: the GPU still runs work, so this counts against the per-cycle budget."""
@@ -232,4 +244,4 @@ def _admitted(session: Session, job: Job, planned_units: dict[str, float]) -> bo
     used = session.usage.get(job.team, 0.0) + planned_units.get(job.team, 0.0)
     if used + units <= session.queue(job.team).guaranteed_gpus + 1e-9:
         return True
-    return burst_refusal(session, job, units, used) is None
+    return refused(session, job, units, used) is None

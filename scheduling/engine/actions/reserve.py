@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from ..placement import allowed_models, as_whole, host_capacity, whole_candidates
 from ..reservations import Reservation
 from ..tiers import tier_order
-from .common import burst_refusal, min_units, ordered, within_guarantee
+from .common import min_units, ordered, refused, within_guarantee
 from .gang_victims import gang_nodes
 
 if TYPE_CHECKING:
@@ -79,33 +79,49 @@ def admitted(session: Session, job: Job) -> bool:
     if not session.features.quota:
         return True
     units = min_units(session, job)
-    return within_guarantee(session, job, units) or burst_refusal(session, job, units) is None
+    return within_guarantee(session, job, units) or refused(session, job, units) is None
 
 
-def _job_ends(session: Session) -> dict[str, float]:
-    ends = session.job_ends
-    for job_id, members in session.members.items():
-        if job_id not in ends:
-            job = members[0].job
-            if job_id in session.preempting:
-                ends[job_id] = session.now
-            elif job is None:
-                ends[job_id] = INF
-            else:
-                ends[job_id] = max(session.now, members[0].started_at + job.expected_runtime_s)
-    return ends
+def _end(session: Session, job_id: str) -> float:
+    """A running job's expected end (now for one being preempted), worked out once per cycle;
+    INF for a GPU user the session knows no member of."""
+    end = session.job_ends.get(job_id)
+    if end is None:
+        members = session.members.get(job_id)
+        if not members:
+            return INF
+        job = members[0].job
+        if job_id in session.preempting:
+            end = session.now
+        elif job is None:
+            end = INF
+        else:
+            end = max(session.now, members[0].started_at + job.expected_runtime_s)
+        session.job_ends[job_id] = end
+    return end
 
 
-def _free_times(session: Session, node: NodeState, ends: dict[str, float], taken: set[GpuKey]) -> FreeTimes:
-    """(expected free time, index, GPU) for the node's whole-GPU-capable GPUs, earliest first."""
+def _free_times(session: Session, node: NodeState, taken: set[GpuKey]) -> FreeTimes:
+    """(expected free time, index, GPU) for the node's whole-GPU-capable GPUs not reserved,
+    earliest first. Kept per node until the node changes (`version`): each blocked job that
+    reserves asks for every node of its models."""
+    cached = session.free_times.get(node.name)
+    if cached is None or cached[0] != node.version:
+        cached = session.free_times[node.name] = (node.version, _node_free_times(session, node))
+    if not taken:
+        return cached[1]
+    return [entry for entry in cached[1] if entry[2].key not in taken]
+
+
+def _node_free_times(session: Session, node: NodeState) -> FreeTimes:
     out: FreeTimes = []
     if not node.ready:
         return out
     for gpu in node.gpus:
-        if gpu.mig_enabled or not gpu.healthy or gpu.settling or gpu.key in taken:
+        if gpu.mig_enabled or not gpu.healthy or gpu.settling:
             continue
         users = [gpu.whole_job] if gpu.whole_job else [job_id for job_id, _ in gpu.shares]
-        at = max((ends.get(u, INF) for u in users), default=session.now)
+        at = max((_end(session, u) for u in users), default=session.now)
         if at < INF:
             out.append((at, gpu.index, gpu))
     out.sort(key=lambda e: (e[0], e[1]))
@@ -115,11 +131,11 @@ def _free_times(session: Session, node: NodeState, ends: dict[str, float], taken
 def earliest_gpus(session: Session, job: Job) -> tuple[float, list[GpuState]] | None:
     models = set(allowed_models(session, job))
     tiers = tier_order(job, session.features.tiers)
-    ends, taken = _job_ends(session), session.book.taken
+    taken = session.book.taken
     times: dict[str, FreeTimes] = {}
     for node in session.nodes.values():
         if node.model in models and node.tier in tiers and _host_members(node, job, 1):
-            times[node.name] = _free_times(session, node, ends, taken)
+            times[node.name] = _free_times(session, node, taken)
     if gang_nodes(session, job) > 1:
         return _gang(session, job, times, tiers)
     total = (job.gpus or 1) * job.gang_size
