@@ -18,8 +18,10 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError
 
 from agents.backends.base import Backend, Outcome, PreemptRequest, TransientBackendError
+from agents.backends.k8s_gangs import GangError
 from agents.backends.k8s_native import NativePod as FoundPod
 from agents.backends.k8s_native import RefusedPod
+from agents.native_gangs import PodGroupCounts, gang_take_in, gangs_resize
 from scheduling.clock import database_now
 from scheduling.engine.reasons import PreemptReason
 from scheduling.models import Job, NativePod
@@ -30,6 +32,7 @@ from scheduling.native import (
     not_mapped_message,
     refusal_reason,
 )
+from scheduling.native_gangs import gang_member_gone
 from scheduling.services import TooManySubmits, job_release
 
 log = logging.getLogger(__name__)
@@ -43,9 +46,10 @@ def native_intake(*, backend: Backend, now: datetime | None = None) -> dict:
     now = now or database_now()
     taken: list[int] = []
     refused: dict[str, int] = {}
+    counts = PodGroupCounts(backend)
     for found in backend.native_pods():  # the kubernetes backend's
         try:
-            job_id, reason = _take_in(backend, found, now)
+            job_id, reason = _take_in(backend, found, now, counts)
         except TransientBackendError:
             raise  # the API server is away: the poll retries, and this step with it
         except Exception:  # noqa: BLE001 - one pod Tessera cannot read must not stop the others
@@ -55,10 +59,11 @@ def native_intake(*, backend: Backend, now: datetime | None = None) -> dict:
             taken.append(job_id)
         if reason:
             refused[reason] = refused.get(reason, 0) + 1
+    gangs_resize(counts)  # a PodGroup made or changed since the gang's pods were taken in
     return {"taken": taken, "refused": refused}
 
 
-def _take_in(backend, found: FoundPod | RefusedPod, now: datetime) -> tuple[int | None, str]:
+def _take_in(backend, found: FoundPod | RefusedPod, now: datetime, counts: PodGroupCounts) -> tuple[int | None, str]:
     if isinstance(found, RefusedPod):
         return None, _refuse(backend, found)
     team = namespace_team(found.namespace) if backend.namespace_allowed(found.namespace) else None
@@ -67,7 +72,12 @@ def _take_in(backend, found: FoundPod | RefusedPod, now: datetime) -> tuple[int 
     job = _job_of(found.uid)
     if job is None:
         try:
-            job = native_job_create(team=team, need=native_need(found), at=now)
+            if found.group:  # a gang's pod joins its group's job (agents/native_gangs.py)
+                job = gang_take_in(counts, team, native_need(found), found.min_member, now)
+            else:
+                job = native_job_create(team=team, need=native_need(found), at=now)
+        except GangError as error:  # its PodGroup object says no usable minMember
+            return None, _refuse(backend, _refusal(found, "InvalidPodGroup", str(error)))
         except ValidationError as error:
             return None, _refuse(backend, _refusal(found, *refusal_reason(error)))
         except TooManySubmits as error:
@@ -130,16 +140,16 @@ def native_waiting_gone(observations, *, now: datetime, seen_after: timedelta) -
     listed = {(o.job_id, o.namespace, o.pod_name) for o in observations}
     ended = []
     rows = NativePod.objects.filter(job__status__in=Job.WAITING_STATUSES, taken_at__lte=now - seen_after)
-    for row in rows.values("job_id", "namespace", "name"):
-        if (str(row["job_id"]), row["namespace"], row["name"]) in listed:
-            continue
+    for row in rows.select_related("job"):
+        if (str(row.job_id), row.namespace, row.name) in listed or gang_member_gone(row):
+            continue  # still there, or one of a gang's pods: the gang waits for another
         if job_release(
-            job_id=row["job_id"],
+            job_id=row.job_id,
             at=now,
             reason="pod-deleted",
-            message=f"Pod {row['namespace']}/{row['name']} was deleted before Tessera placed it.",
+            message=f"Pod {row.namespace}/{row.name} was deleted before Tessera placed it.",
         ):
-            ended.append(row["job_id"])
+            ended.append(row.job_id)
     return ended
 
 

@@ -449,6 +449,11 @@ class NativePod(models.Model):
     owner_name = models.CharField(max_length=253, blank=True)
     owner_uid = models.CharField(max_length=64, blank=True)
     group = models.CharField(max_length=253, blank=True, help_text="Its pod-group label (a gang); empty: none.")
+    min_member = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        help_text="Its tessera.io/min-member annotation: its gang's size, where no PodGroup says.",
+    )
     taken_at = models.DateTimeField()
 
     class Meta:

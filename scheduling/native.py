@@ -31,6 +31,7 @@ REFUSAL_REASONS = {
     "project": "ProjectNotFound",
     "team": "TeamQueueFull",
     "namespace": "NamespaceNotMapped",
+    "group": "InvalidPodGroup",  # a gang's pod that cannot join it (scheduling/native_gangs.py)
 }
 REFUSAL_DEFAULT = "InvalidGpuRequest"
 # Owners whose pods serve rather than finish: their jobs are inference jobs, the others batch.

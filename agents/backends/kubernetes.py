@@ -39,6 +39,7 @@ from agents.backends.k8s_events import PodEvents
 from agents.backends.k8s_intake import NativeIntake
 from agents.backends.k8s_mig import MigLabels
 from agents.backends.k8s_pod_cache import PodCache
+from agents.backends.k8s_podgroups import PodGroups
 from agents.backends.k8s_reading import (
     GFD_MIG_STRATEGY,
     devices_held_by_others,
@@ -135,11 +136,17 @@ class KubernetesBackend(MigLabels, RendezvousServices, NativeIntake):
         self.core = client.CoreV1Api(self.config.api_client)
         self.events = PodEvents(self.core, self.config.request_timeout_s)
         self.pods = PodCache(self.core, m.JOB_SELECTOR, self.config.request_timeout_s)
+        self.podgroups = PodGroups(self.config.api_client, self.config.request_timeout_s)
 
     # Native pods (agents/backends/k8s_intake.py), with the API's errors in our words.
     native_pods = _api_errors(NativeIntake.native_pods)
     native_label = _api_errors(NativeIntake.native_label)
     native_delete_owner = _api_errors(NativeIntake.native_delete_owner)
+
+    @_api_errors
+    def pod_groups(self, namespace: str) -> dict[str, dict]:
+        """The namespace's scheduler-plugins PodGroups by name (agents/backends/k8s_podgroups.py)."""
+        return self.podgroups.in_namespace(namespace)
 
     # -- inventory -------------------------------------------------------------------------
 
