@@ -317,6 +317,9 @@ class Job(models.Model):
                                   help_text="A Secret whose keys become environment variables.")
     file_secret = models.CharField(max_length=253, blank=True,
                                    help_text="A Secret mounted read-only at /etc/secrets/<name>.")
+    mig_profile = models.CharField(max_length=32, blank=True, help_text=(
+        "The one MIG profile the job may run in (a native pod's nvidia.com/mig-<profile>, which the kubelet "
+        "fills only from an instance of that profile); empty: the smallest that holds its memory need."))
     namespace = models.CharField(max_length=63, blank=True, help_text=(
         "A native job's namespace (its pods were created there by someone else); empty: a portal job, "
         "whose pods Tessera creates in its team's namespace."))

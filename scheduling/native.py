@@ -162,6 +162,7 @@ def native_job_create(*, team: Team, need: NativeNeed, at: datetime) -> Job:
         gpus=need.gpus,
         gpu_memory_gb=gpu_memory_gb,
         gpu_models="|".join(pinned),
+        mig_profile=need.mig_profile or "",
         accepts_no_isolation=need.accepts_no_isolation,
         cpu_cores=need.cpu_cores,
         memory_gb=need.memory_gb,

@@ -82,7 +82,7 @@ def to_engine_job(job: Job, max_node_gpus: int, started_at: datetime | None = No
         checkpoint_interval_s=job.checkpoint_interval_s, last_checkpoint_at=epoch(job.last_checkpoint_at),
         preemptible=job.preemptible, queue_order=job.queue_order, submitted_at=job.submitted_at.timestamp(),
         expected_runtime_s=runtime_left_s(job, started_at), accepts_no_isolation=job.accepts_no_isolation,
-        gpu_milli=0)  # the portal asks for memory; a share follows from it
+        mig_profile=job.mig_profile, gpu_milli=0)  # the portal asks for memory; a share follows from it
 
 
 def runtime_left_s(job: Job, started_at: datetime | None) -> float:

@@ -245,8 +245,8 @@ def _slice_reason(session: Session, job: Job, models: Models) -> Reason:
     slices = []
     for model in models:
         geometry = geometry_for(model)
-        profile = geometry and session.features.mig and smallest_profile(geometry,
-                                                                            job.gpu_memory_gb)
+        profile = geometry and session.features.mig and smallest_profile(geometry, job.gpu_memory_gb,
+                                                                            job.mig_profile)
         slices.append(f"{profile.name} on {model}" if profile else f"a share of a {model}")
     planned = {r.node for r in session.repartitions if r.mig_enabled}
     planned |= session.settling_mig_nodes

@@ -48,8 +48,11 @@ def memory_need_gb(params_billion: float, precision: str = "bf16", workload: str
     return round(state + extra + overhead_gb, 2)
 
 
-def smallest_profile(geometry: MigGeometry, need_gb: float) -> MigProfile | None:
-    """The smallest plain MIG profile whose memory holds `need_gb`; None if none does."""
+def smallest_profile(geometry: MigGeometry, need_gb: float, pinned: str = "") -> MigProfile | None:
+    """The smallest plain MIG profile whose memory holds `need_gb`; None if none does. `pinned`
+    (a job's mig_profile): that profile only, None where the geometry has none of that name."""
+    if pinned:
+        return next((p for p in geometry.plain_profiles if p.name == pinned), None)
     for profile in geometry.plain_profiles:  # sorted smallest memory first
         if profile.memory_gb >= need_gb:
             return profile

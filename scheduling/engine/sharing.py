@@ -83,7 +83,7 @@ def no_sharing_reason(session: Session, job: Job, models: Models) -> tuple[Waiti
 
 def _slice_exists(model: str, job: Job) -> bool:
     geometry = geometry_for(model)
-    return geometry is not None and smallest_profile(geometry, job.gpu_memory_gb) is not None
+    return geometry is not None and smallest_profile(geometry, job.gpu_memory_gb, job.mig_profile) is not None
 
 
 def _names(names: list[str]) -> str:

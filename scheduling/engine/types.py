@@ -103,7 +103,9 @@ class Job:
     GPUs a whole-GPU job may use. `gpu_models` empty means any model. `queue_order` is the team
     lead's order (lower first); `priority` is the value of `priority_class`.
     `accepts_no_isolation`: its share may go to a time-sliced GPU, where nothing bounds a
-    neighbour's memory (the pod annotation `tessera.io/accepts-no-isolation`)."""
+    neighbour's memory (the pod annotation `tessera.io/accepts-no-isolation`).
+    `mig_profile`: the one MIG profile the job may have (a native pod's `nvidia.com/mig-<profile>`,
+    which the kubelet gives only from an instance of that profile); empty: any that holds its need."""
 
     id: str
     team: str
@@ -125,6 +127,7 @@ class Job:
     submitted_at: float
     expected_runtime_s: float
     accepts_no_isolation: bool
+    mig_profile: str = ""
 
     @property
     def fractional(self) -> bool:

@@ -11,8 +11,9 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError
 
 from portal.models import BusinessUnit, Membership, Project, Team, TeamNamespace
+from scheduling.cycle import decide_and_apply
 from scheduling.defaults import PRIORITIES
-from scheduling.models import CapacityTier, Gpu, Job, NativePod, NetworkSwitch, Node, PriorityClass
+from scheduling.models import ActionRequest, CapacityTier, Gpu, Job, NativePod, NetworkSwitch, Node, PriorityClass
 from scheduling.native import (
     NativeNeed,
     member_pod_name,
@@ -21,7 +22,9 @@ from scheduling.native import (
     native_priority_class,
     refusal_reason,
 )
+from scheduling.payloads import BindPayload
 from scheduling.services import job_reprioritise
+from scheduling.snapshot import to_engine_job
 
 pytestmark = pytest.mark.django_db
 AT = datetime(2026, 12, 4, 17, 0, tzinfo=UTC)
@@ -150,6 +153,18 @@ def test_a_pod_larger_than_any_node_is_refused(team):
 def test_a_mig_pod_asks_for_its_profiles_memory_on_the_models_that_offer_it(team):
     job = native_job_create(team=team, need=replace(NEED, gpus=0, mig_profile="1g.10gb"), at=AT)
     assert job.gpus == 0 and 0 < job.gpu_memory_gb <= 10 and job.allowed_gpu_models == ("H100-80GB",)
+    assert job.mig_profile == "1g.10gb"
+
+
+def test_a_mig_pod_is_placed_in_the_profile_it_asked_for(team):
+    # 4g.40gb holds what 3g.40gb holds: by memory alone the engine would choose 3g.40gb, which the
+    # kubelet would refuse to a pod that asked for nvidia.com/mig-4g.40gb.
+    Gpu.objects.update(mig_capable=True, mig_enabled=True)
+    job = native_job_create(team=team, need=replace(NEED, gpus=0, mig_profile="4g.40gb"), at=AT)
+    assert to_engine_job(job, 4).mig_profile == "4g.40gb"
+    assert decide_and_apply(policy="tessera").applied.bound_jobs == [job.pk]
+    (bind,) = [BindPayload.from_payload(a.payload) for a in ActionRequest.objects.filter(job=job, kind="bind")]
+    assert [a.mig_profile for a in bind.allocations] == ["4g.40gb"]
 
 
 def test_a_share_where_no_node_shares_is_refused_in_the_submit_words(team):

@@ -97,7 +97,7 @@ def _slice_units(session: Session, job: Job) -> float:
     for model in allowed_models(session, job):
         geometry = geometry_for(model)
         if session.features.mig and geometry is not None:
-            profile = smallest_profile(geometry, job.gpu_memory_gb)
+            profile = smallest_profile(geometry, job.gpu_memory_gb, job.mig_profile)
             if profile is not None:
                 best = min(best, geometry.gpu_fraction(profile))
         if session.features.sharing:

@@ -61,7 +61,7 @@ class _Planner:
     def for_slice(self, job: Job) -> bool:
         for tier, model in search_order(self.session, job, allowed_models(self.session, job)):
             geometry = geometry_for(model)
-            profile = smallest_profile(geometry, job.gpu_memory_gb) if geometry is not None else None
+            profile = smallest_profile(geometry, job.gpu_memory_gb, job.mig_profile) if geometry is not None else None
             if profile and (self._awaits_settling(model, tier, job)
                             or self._into_planned(model, tier, profile)
                             or self._reshape(model, tier, profile, job)

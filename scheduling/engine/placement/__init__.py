@@ -31,6 +31,8 @@ def place_job(session: Session, job: Job, stmt: Statement) -> bool:
     models = allowed_models(session, job)
     if not models:
         return False
+    if job.mig_profile:  # that instance or none: no share, no whole GPU in its place
+        return session.features.mig and _place_slices(session, job, models, stmt)
     if not as_whole(session, job):
         if _place_slices(session, job, models, stmt):
             return True

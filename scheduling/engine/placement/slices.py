@@ -30,11 +30,13 @@ def find_slice(session: Session, job: Job, models: Models) -> Slot | None:
             # or not): the cluster's admin chose sharing for that node.
             if not (features.share_mig_capable or features.sharing_modes):
                 continue
+        if job.mig_profile:  # a pinned profile has no share to fall back on
+            continue
         if features.sharing and (job.production or not features.share_production_only):
             hit = _share_slot(session, job, model, tier)
             if hit:
                 return hit
-    if features.mig:
+    if features.mig and not job.mig_profile:  # a pinned profile takes no bigger instance
         return _larger_idle(session, job, models)
     return None
 
@@ -91,7 +93,7 @@ def _mig_allocation(gpu: GpuState, profile: MigProfile, start: int) -> Allocatio
 
 
 def _mig_slot(session: Session, job: Job, model: str, tier: str, geometry: MigGeometry) -> Slot | None:
-    profile = smallest_profile(geometry, job.gpu_memory_gb)
+    profile = smallest_profile(geometry, job.gpu_memory_gb, job.mig_profile)
     if profile is None:
         return None
     hit = _idle_instance(session, job, model, tier, profile.shape)
