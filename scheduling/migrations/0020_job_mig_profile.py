@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("scheduling", "0018_job_namespace_nativepod"),
+        ("scheduling", "0019_nativepod_min_member"),
     ]
 
     operations = [
