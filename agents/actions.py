@@ -36,7 +36,7 @@ from agents.backends.base import (
     TransientBackendError,
 )
 from agents.mig import repartition_finish, repartition_start
-from agents.native import native_stop
+from agents.native import native_bind_refused, native_stop
 from agents.rendezvous import job_attachments, job_rendezvous
 from agents.runtime import failpoint
 from checkpoints.services import (
@@ -218,6 +218,9 @@ def pod_started_at(backend: Backend, job: Job, pod: str, outcome: Outcome, now: 
 def _bind_refused(action: ActionRequest, backend: Backend, job: Job, error: str, *, final: bool) -> None:
     _finish(action, FAILED, error)
     bind_refusal_release(backend, job, error, final=final)
+    refused = JobEvent.objects.filter(job=job, kind="bind-refused").order_by("-pk").first()
+    if job.native and refused is not None:  # failed for good, its unbound pods left Pending: say why on them
+        native_bind_refused(backend, job, refused.message)
 
 
 def bind_refusal_release(backend: Backend, job: Job, error: str, *, final: bool) -> bool:

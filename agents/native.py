@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 # A refused bind leaves someone else's pod as it came, Pending: Tessera did not create it.
 LEAVE_PENDING = {"bind-failed", "bind-refused"}
 CANCEL_REASONS = {PreemptReason.CANCEL.value, "cancelled"}
+BIND_REFUSED_REASON = "FailedScheduling"  # what the kube-scheduler says when a binding is rejected
 
 
 def native_intake(*, backend: Backend, now: datetime | None = None) -> dict:
@@ -154,6 +155,17 @@ def native_waiting_gone(observations, *, now: datetime, seen_after: timedelta) -
 
 
 # -- stopping native pods -------------------------------------------------------------------------
+
+
+def native_bind_refused(backend, job: Job, why: str) -> None:
+    """A bind refused for good fails the job and leaves its pods Pending; labelled as the job's, the
+    intake will not take them in again. Say so on each, in the kube-scheduler's word for a refused bind."""
+    message = (
+        f"Tessera job {job.pk} failed: {why} Tessera leaves this pod Pending and will not queue it again; "
+        "delete it (a controller that owns it makes a new pod, which queues as a new job)."
+    )
+    for pod in NativePod.objects.filter(job=job).order_by("name"):
+        backend.native_refuse(RefusedPod(pod.uid, pod.namespace, pod.name, BIND_REFUSED_REASON, message))
 
 
 def native_stop(backend: Backend, job: Job, pods, reason: str, grace_s: int = 0) -> None:

@@ -57,6 +57,7 @@ class FakeKubeApi:
         self._server: ThreadingHTTPServer | None = None
         self._port = 0
         self._pod_refusal: ApiError | None = None
+        self._binding_refusal: ApiError | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -157,6 +158,11 @@ class FakeKubeApi:
         """Admission refuses every new pod, as Priority, ResourceQuota or LimitRange do (None: stop)."""
         with self._cond:
             self._pod_refusal = None if message is None else ApiError(code, reason, message)
+
+    def refuse_bindings(self, message: str | None, code: int = 403, reason: str = "Forbidden") -> None:
+        """An admission webhook on pods/binding refuses every binding (None: stop)."""
+        with self._cond:
+            self._binding_refusal = None if message is None else ApiError(code, reason, message)
 
     def finish_deletion(self, namespace: str, name: str) -> None:
         """The kubelet is done with a terminating pod, or PodGC force-deletes one: it leaves the API."""
@@ -333,6 +339,8 @@ class FakeKubeApi:
 
     def bind_pod(self, query: dict, body: dict, ns: str, name: str) -> tuple[int, dict]:
         pod = self._get_pod(ns, name)
+        if self._binding_refusal is not None:
+            raise self._binding_refusal
         target = body.get("target") or {}
         if target.get("kind") != "Node" or not target.get("name"):
             raise ApiError(422, "Invalid", "binding target must be a node")

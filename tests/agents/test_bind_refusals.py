@@ -8,8 +8,9 @@ import pytest
 from agents import actions
 from agents.backends import Refused
 from agents.backends.base import TransientBackendError
+from agents.backends.k8s_manifests import LABEL_JOB
 from billing.models import UsageInterval
-from scheduling.models import JobEvent
+from scheduling.models import Job, JobEvent, NativePod
 from tests.agents.placing import assert_nothing_billed, placed, vision_world
 from tests.agents.test_kubernetes_backend import _bind
 
@@ -133,3 +134,43 @@ def test_only_the_allowed_namespaces_get_pods(kube, cluster):
         with pytest.raises(Refused):
             allowed.bind(_bind(namespace="team-audio"))
         assert allowed.bind(_bind()).value == "done"
+
+
+def test_a_native_pod_refused_for_good_stays_pending_with_a_warning_event_saying_why(backend, kube, world):
+    """Someone else's pod: Tessera neither deletes it nor queues it again (it is labelled as the
+    failed job's), so the Event on it is where its owner learns why it waits and what to do."""
+    job, bind, _placement = placed(world)
+    namespace, pod_name = world.team.name, bind.payload["pod_name"]
+    Job.objects.filter(pk=job.pk).update(namespace=namespace)
+    kube.add_pod(namespace, {"metadata": {"name": pod_name, "labels": {LABEL_JOB: str(job.pk)}},
+                             "spec": {"schedulerName": "tessera", "containers": [{"name": "main", "image": "x"}]}})
+    uid = kube.pod(namespace, pod_name)["metadata"]["uid"]
+    NativePod.objects.create(job=job, uid=uid, namespace=namespace, name=pod_name, taken_at=job.started_at)
+    words = 'admission webhook "policy.example.com" denied the request: GPU pods need a cost-center label'
+    kube.refuse_bindings(words, code=400, reason="BadRequest")
+
+    assert actions.action_advance(action_id=bind.pk, backend=backend) == "failed"
+    job.refresh_from_db()
+    assert job.status == "failed"
+    pod = kube.pod(namespace, pod_name)
+    assert pod is not None and not pod["spec"].get("nodeName"), "left as it came: Pending, unbound"
+    (event,) = [e for e in kube.events.values() if e["involvedObject"].get("uid") == uid]
+    assert (event["type"], event["reason"]) == ("Warning", "FailedScheduling")
+    assert words in event["message"] and f"Tessera job {job.pk} failed" in event["message"]
+    assert "will not queue it again" in event["message"]
+    assert_nothing_billed(job)
+
+
+def test_a_native_pod_whose_bind_may_pass_later_gets_no_event(backend, kube, world):
+    job, bind, _placement = placed(world)
+    namespace, pod_name = world.team.name, bind.payload["pod_name"]
+    Job.objects.filter(pk=job.pk).update(namespace=namespace)
+    kube.add_pod(namespace, {"metadata": {"name": pod_name, "labels": {LABEL_JOB: str(job.pk)}},
+                             "spec": {"schedulerName": "tessera", "nodeName": "elsewhere",
+                                      "containers": [{"name": "main", "image": "x"}]}})
+    uid = kube.pod(namespace, pod_name)["metadata"]["uid"]
+    NativePod.objects.create(job=job, uid=uid, namespace=namespace, name=pod_name, taken_at=job.started_at)
+    assert actions.action_advance(action_id=bind.pk, backend=backend) == "failed"  # a conflict: requeued
+    job.refresh_from_db()
+    assert job.status == "pending"
+    assert not [e for e in kube.events.values() if e["involvedObject"].get("uid") == uid]
