@@ -90,3 +90,14 @@ def test_baselines_modelling_their_own_device_plugin_share_anywhere():
     # volcano models the volcano-vgpu (HAMi) device plugin, which shares by memory whatever the labels say.
     plan = place([node("p", gpus=1, **L4)], [notebook("nb", 4.0)], policy="volcano")
     assert binds_by_job(plan)["nb"][0].allocations[0].milli < 1000
+
+
+def test_a_refused_share_does_not_turn_away_one_that_accepts_time_slicing():
+    # Placement caches a request shape that found no place for the rest of the cycle
+    # (actions.common.request_shape); consent to no isolation is part of that shape, or the
+    # second notebook, identical but for it, would be refused from the first one's failure.
+    plan = place(
+        [node("t", gpus=1, sharing="time-slicing", replicas=4, **L4)],
+        [notebook("a-strict", 4.0), notebook("b-lenient", 4.0, accepts_no_isolation=True)],
+    )
+    assert "a-strict" not in binds_by_job(plan) and "b-lenient" in binds_by_job(plan)

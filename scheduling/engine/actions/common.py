@@ -172,7 +172,7 @@ def request_shape(job: Job) -> RequestShape:
     capacity never makes room, so a shape that failed fails again until something is freed."""
     return (job.gpu_models, job.gpus, job.gang_size, job.gpu_memory_gb, job.gpu_milli,
             job.cpu_cores, job.memory_gb, job.production, job.checkpoints, job.preemptible,
-            job.kind)
+            job.kind, job.accepts_no_isolation, job.mig_profile)
 
 
 def try_place(session: Session, job: Job, allow_borrow: bool, fair: bool = True) -> str:
