@@ -32,3 +32,12 @@ def test_pinned_profile_takes_no_share_nor_whole_gpu():
     pinned = schedule(snap(nodes, [inference("inf", 10, mig_profile="1g.10gb")]), "tessera")
     assert placed(unpinned)["inf"]
     assert "inf" not in placed(pinned)
+
+
+def test_a_pinned_job_that_cannot_fit_does_not_hold_back_an_unpinned_one_of_the_same_shape():
+    # The cycle remembers shapes that failed; a pin is part of the shape (else the free job waits too).
+    layouts = {0: [("3g.40gb", 0, "x"), ("2g.20gb", 4, None), ("1g.20gb", 6, "y")]}
+    pending = [inference("pinned", 12, mig_profile="1g.20gb", queue_order=0), inference("free", 12, queue_order=1)]
+    plan = schedule(snap([node("h", gpus=1, layouts=layouts)], pending), "tessera")
+    assert "pinned" not in placed(plan)
+    assert [p[2] for p in placed(plan)["free"]] == ["2g.20gb"]

@@ -84,7 +84,7 @@ def min_units(session: Session, job: Job) -> float:
         return float((job.gpus or 1) * job.gang_size)
     # Every action asks for every waiting job; the answer depends only on these (and on the
     # cycle's GPU models), so it is worked out once per kind of request.
-    key = (job.gpu_memory_gb, job.gpu_milli, job.gpu_models)
+    key = (job.gpu_memory_gb, job.gpu_milli, job.gpu_models, job.mig_profile)
     best = session.slice_units.get(key)
     if best is None:
         best = session.slice_units[key] = _slice_units(session, job)
