@@ -68,7 +68,8 @@ def build_jobs(count: int, rng: random.Random) -> tuple[Job, ...]:
         roll = rng.random()
         common = dict(id=f"job-{i:05d}", team=team, project="", submitted_at=NOW - count + i,
                       queue_order=i, expected_runtime_s=rng.choice([600, 3600, 14400]), gpu_milli=0,
-                      gpu_models=(), last_checkpoint_at=None, preemptible=True, accepts_no_isolation=False)
+                      gpu_models=(), last_checkpoint_at=None, preemptible=True, accepts_no_isolation=False,
+                      mig_profile="")
         if roll < 0.45:
             cls = rng.choice(["production", "interactive"])
             jobs.append(Job(kind="inference", priority_class=cls,

@@ -83,7 +83,7 @@ def _node(data: dict[str, Any]) -> Node:
 
 
 def _job(data: dict[str, Any]) -> Job:
-    return Job(**{"accepts_no_isolation": False, **data, "gpu_models": tuple(data["gpu_models"])})
+    return Job(**{"accepts_no_isolation": False, "mig_profile": "", **data, "gpu_models": tuple(data["gpu_models"])})
 
 
 def _allocations(items: list[dict[str, Any]]) -> tuple[Allocation, ...]:

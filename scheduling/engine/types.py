@@ -127,7 +127,7 @@ class Job:
     submitted_at: float
     expected_runtime_s: float
     accepts_no_isolation: bool
-    mig_profile: str = ""
+    mig_profile: str
 
     @property
     def fractional(self) -> bool:

@@ -37,7 +37,7 @@ def job(id, team="ml", cls="training", gpus=1, mem=0.0, **kw):
     fields = dict(project="", kind="inference" if cls == "production" else "training", gpu_milli=0,
                   cpu_cores=1.0, memory_gb=4.0, gang_size=1, gpu_models=(), checkpoint_interval_s=None,
                   last_checkpoint_at=None, preemptible=True, queue_order=0, submitted_at=0.0,
-                  expected_runtime_s=3600.0, accepts_no_isolation=False)
+                  expected_runtime_s=3600.0, accepts_no_isolation=False, mig_profile="")
     fields.update(kw)
     return Job(id=id, team=team, priority_class=cls, priority=PRIORITY_CLASSES[cls], gpus=gpus,
                gpu_memory_gb=mem, **fields)
