@@ -18,13 +18,11 @@ from kubernetes.utils import parse_quantity
 
 from agents.backends import k8s_manifests as m
 from agents.backends.k8s_gangs import GangError, annotation_min_member, pod_group_name
-from agents.backends.k8s_reading import pod_device_amounts
+from agents.backends.k8s_reading import SHARED_RESOURCE, accepts_no_isolation, pod_device_amounts
 
 # What a native pod may say (docs/reference/native-submission.md).
-SHARED_RESOURCE = "nvidia.com/gpu.shared"
 ANNOTATION_GPU_MEMORY = "tessera.io/gpu-memory-gb"
 ANNOTATION_PROJECT = "tessera.io/project"
-ANNOTATION_NO_ISOLATION = "tessera.io/accepts-no-isolation"
 _MIG_RESOURCE = re.compile(r"^nvidia\.com/mig-(\d+g\.\d+gb)((?:\.[a-z]+)*)$")
 MAX_GPUS_PER_POD = 64  # a pod runs on one node; more is a typo, refused before any row is written
 
@@ -128,7 +126,7 @@ def native_pod(pod: Any) -> NativePod:
         priority_class=pod.spec.priority_class_name or None,
         priority=pod.spec.priority,
         project=(annotations.get(ANNOTATION_PROJECT) or "").strip() or None,
-        accepts_no_isolation=annotations.get(ANNOTATION_NO_ISOLATION, "").lower() == "true",
+        accepts_no_isolation=accepts_no_isolation(annotations),
         owner=_owner(meta.owner_references),
         group=group,
         min_member=min_member,

@@ -28,7 +28,6 @@ GFD_MIG_STRATEGY = "nvidia.com/mig.strategy"
 GFD_MIG_CAPABLE = "nvidia.com/mig.capable"
 GFD_SHARING = "nvidia.com/gpu.sharing-strategy"  # none | mps | time-slicing (device plugin >= v0.15)
 GFD_REPLICAS = "nvidia.com/gpu.replicas"
-GPU_RESOURCE = "nvidia.com/gpu"
 SHARED_RESOURCE = "nvidia.com/gpu.shared"  # the replicas' name with the plugin's renameByDefault
 SHARED_PRODUCT_SUFFIX = "-SHARED"  # added to the product label when shared and not renamed
 SHARING_MODES = ("none", "mps", "time-slicing")
@@ -51,7 +50,7 @@ def node_inventory(node: Any, *, leaf_switch_label: str, tier_label: str) -> Nod
     if product and product.endswith(SHARED_PRODUCT_SUFFIX):
         product = product.removesuffix(SHARED_PRODUCT_SUFFIX)
     # A sharing plugin offers replicas (as nvidia.com/gpu, or renamed): whole GPUs are replicas / replicas.
-    offered = allocatable.get(GPU_RESOURCE, "0"), allocatable.get(SHARED_RESOURCE, "0")
+    offered = allocatable.get(m.GPU_RESOURCE, "0"), allocatable.get(SHARED_RESOURCE, "0")
     allocatable_gpus = sum(int(parse_quantity(q)) for q in offered) // replicas
     if count == 0 and strategy is not MigStrategy.SINGLE:
         count = allocatable_gpus  # no GFD count label: what the device plugin offers is all we know
@@ -108,7 +107,7 @@ def node_share(node: Any, share: GpuShare) -> GpuShare:
         raise Refused(f"node {node.metadata.name}: this node offers no GPU sharing "
                       f"({problem or GFD_SHARING + '=none'}); a share there would hold a whole GPU")
     offered = (node.status and node.status.allocatable) or {}
-    return replace(share, resource=SHARED_RESOURCE if SHARED_RESOURCE in offered else GPU_RESOURCE,
+    return replace(share, resource=SHARED_RESOURCE if SHARED_RESOURCE in offered else m.GPU_RESOURCE,
                    mps=mode == "mps")
 
 
@@ -120,7 +119,7 @@ def accepts_no_isolation(annotations: dict[str, str] | None) -> bool:
 def replicas_held(devices: dict[str, int], replicas: int) -> int:
     """Whole GPUs that others' shared requests hold on a sharing node, rounded up: their replicas
     may sit on any GPU (the device plugin picks), so each started GPU counts."""
-    return -(-(devices.get(GPU_RESOURCE, 0) + devices.get(SHARED_RESOURCE, 0)) // replicas)
+    return -(-(devices.get(m.GPU_RESOURCE, 0) + devices.get(SHARED_RESOURCE, 0)) // replicas)
 
 
 def devices_held_by_others(pods: Any) -> dict[str, dict[str, int]]:
