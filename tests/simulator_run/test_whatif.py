@@ -3,12 +3,16 @@ page over the live cluster is tests/ui/test_whatif.py)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
+from scheduling.engine.plan import Repartition
+from scheduling.simulator.run.knobs import Knobs
 from scheduling.simulator.run.spec import jobs_csv
-from scheduling.simulator.run.whatif import Change, ChangeError, apply_change, compare
+from scheduling.simulator.run.whatif import Change, ChangeError, _TeamSimulation, apply_change, compare
 
-from .helpers import cluster_doc, job
+from .helpers import cluster_doc, group, job, load
 
 HOUR = 3600.0
 
@@ -66,3 +70,17 @@ def test_adding_nodes_needs_a_price_for_their_tier():
     doc = cluster_doc(prices_per_gpu_hour={"H100-80GB": {"reserved": 2.5, "on-demand": 6.9}})
     with pytest.raises(ChangeError, match="no spot price for H100-80GB"):
         apply_change(doc, Change(add_model="H100-80GB", add_count=1, add_tier="spot"))
+
+
+def test_a_mig_reconfiguration_counts_what_the_stopped_job_held(tmp_path):
+    # The what-if loop counts each team's GPU-hours where pods are released; a node-wide MIG
+    # reconfiguration releases them too (it once crashed every what-if over a MIG cluster).
+    doc = cluster_doc(groups=[group(gpus=2)])
+    spec, jobs = load(tmp_path, doc, [job("a", duration=10_000, gpus=1, mem=80), job("end", submit=20_000)])
+    sim = _TeamSimulation(spec, jobs, "tessera", seed=1, knobs=Knobs(mig_reconfig_s=120))
+    rep = Repartition(node="n-01", gpu_index=1, mig_enabled=True, layout=(("1g.10gb", 0),))
+    sim.push(2500.0, lambda now: sim.apply(SimpleNamespace(repartitions=(rep,), preemptions=(), binds=()), now))
+    r = sim.run()
+    assert r["mig_disruptions"] == 1
+    held = r["gpu_allocation"] * r["capacity_gpu_hours"] * HOUR  # what the cluster says was held
+    assert sim.team_gpu_s["ml"] == pytest.approx(held, rel=0.01) and held > 2500

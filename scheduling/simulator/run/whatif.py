@@ -112,9 +112,9 @@ class _TeamSimulation(Simulation):
         if job.state == DONE:
             self.finished_at.setdefault(job.spec.job_id, now)
 
-    def stop(self, job, now: float, saves: bool) -> None:
+    def stop(self, job, now: float, saves: bool, cause: str = "finished") -> None:
         self._count_held(job, now)  # every release of pods passes here, as Meter.hold's calls do
-        super().stop(job, now, saves)
+        super().stop(job, now, saves, cause)
 
     def close(self, now: float) -> None:
         for job in self.holding.values():
