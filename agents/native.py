@@ -4,16 +4,25 @@ create for Tessera, and how Tessera stops such pods. The poll runs the intake (a
 Taking a pod in is idempotent by its uid: the job and its NativePod row are written in one
 transaction, then the pod is labelled with the job's id, which takes it out of the intake's list.
 A worker that dies between the two leaves the pod in the list; the next poll finds the row by uid
-and only labels. A pod refused (its namespace unmapped, a request Tessera cannot read) gets an
-Event saying why and stays Pending; the next poll looks again, so a fix (a mapping, a project)
-takes effect without touching the pod.
+and only labels. A pod refused (its namespace unmapped, a request Tessera cannot read, a gang that
+already has its members) gets an Event saying why and stays Pending; the next poll looks again, so
+a fix (a mapping, a project) takes effect without touching the pod.
+
+A refusal is said once per pod and reason: what each pod was last told lives in the cache (Redis,
+shared by every worker that polls), and a poll that finds the same refusal says nothing. The pod's
+one Event keeps count 1 while the pod waits for the same reason; a new reason or sentence is a new
+Event. After TOLD_TTL_S, the API server's default Event lifetime (--event-ttl, 1 h), it is said
+again, so `kubectl describe pod` still shows why; where the old Event still exists, that repeat
+raises its count, as Kubernetes folds repeats of one Event.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from datetime import datetime, timedelta
 
+from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError
 
@@ -40,6 +49,7 @@ log = logging.getLogger(__name__)
 LEAVE_PENDING = {"bind-failed", "bind-refused"}
 CANCEL_REASONS = {PreemptReason.CANCEL.value, "cancelled"}
 BIND_REFUSED_REASON = "FailedScheduling"  # what the kube-scheduler says when a binding is rejected
+TOLD_TTL_S = 3600  # kube-apiserver's default --event-ttl: a pod waiting longer is told again
 
 
 def native_intake(*, backend: Backend, now: datetime | None = None) -> dict:
@@ -108,7 +118,13 @@ def _refusal(found: FoundPod, reason: str, message: str) -> RefusedPod:
 
 
 def _refuse(backend, refused: RefusedPod) -> str:
-    backend.native_refuse(refused)
+    """Say on the pod why it stays Pending, unless it was told just that already (the module's
+    docstring); the reason either way, for the poll's counts."""
+    key = f"native-refused:{refused.uid}"
+    told = hashlib.sha256(f"{refused.reason}\0{refused.message}".encode()).hexdigest()[:16]
+    if cache.get(key) != told:
+        backend.native_refuse(refused)
+        cache.set(key, told, TOLD_TTL_S)
     return refused.reason
 
 

@@ -137,6 +137,24 @@ def test_a_gang_whose_members_arrive_over_several_polls_binds_none_before_all_ex
     assert all(read_pod(core, MAPPED, f"late-{i}").spec.node_name for i in range(3))
 
 
+def test_a_pod_beyond_the_gang_is_told_once_in_one_event(core, kube_workers):
+    """Two polls that find the same extra pod make one Warning Event, count 1 (agents/native.py:
+    a refusal is said once per pod and reason, not raised on the Event every poll)."""
+    kube_workers.start()
+    for index in range(3):
+        core.create_namespaced_pod(MAPPED, member(f"trio-{index}", "trio", min_member=2))
+    for _poll in range(2):
+        assert kube_workers.run(tasks.poll_agents)["native"]["refused"] == {"InvalidPodGroup": 1}
+    (job,) = Job.objects.filter(namespace=MAPPED)
+    taken = set(job.native_pods.values_list("name", flat=True))
+    (extra,) = {f"trio-{index}" for index in range(3)} - taken
+    uid = read_pod(core, MAPPED, extra).metadata.uid
+    events = core.list_namespaced_event(MAPPED, field_selector=f"involvedObject.uid={uid}").items
+    (event,) = events
+    assert (event.reason, event.type, event.count) == ("InvalidPodGroup", "Warning", 1)
+    assert f"Pod group trio already has its 2 members (job #{job.pk})" in event.message
+
+
 def test_a_podgroup_created_after_its_pods_sizes_the_gang(gangs, core, kube_workers):
     kube_workers.start()
     for index in range(2):
