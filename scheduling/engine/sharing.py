@@ -3,6 +3,8 @@
 On Kubernetes a share is a replica the NVIDIA device plugin hands out (docs/reference/gpu-sharing.md):
 - "mps": each replica is pinned to 1/replicas of the GPU's memory and compute by the MPS control
   daemon, so a share fits only if its memory need does; the pod is pinned to its own need too.
+  The share holds its replica whatever its need: 1/replicas of the GPU (`held_milli`), which is
+  what it counts for in the engine, the ledger bills and the simulator meters.
 - "time-slicing": replicas with no memory isolation at all; only a job that says it accepts that
   (`Job.accepts_no_isolation`) goes there.
 - "none": the plugin offers whole GPUs only; a share there would be a whole exclusive GPU.
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .fragment.shapes import MILLI
 from .memory import smallest_profile
 from .mig import geometry_for
 from .reasons import WaitingReason
@@ -41,14 +44,29 @@ def replica_memory_gb(node: NodeState, gpu: GpuState) -> float:
     return gpu.memory_gb
 
 
-def share_fits(gpu: GpuState, job: Job) -> bool:
-    """A share of `job` may go on this GPU: its node's mode takes it, a replica is left, and
-    under MPS the replica's pinned memory holds the need."""
+def held_milli(node: NodeState, milli: int) -> int:
+    """The thousandths of a GPU a share holds on this node, `milli` being its memory-sized share.
+    An MPS replica is 1/replicas of the GPU's compute (the daemon's active thread percentage) and
+    memory, and the GPU takes no more clients than replicas: a share holds exactly that, rounded
+    down so that `replicas` of them never count for more than the GPU. Elsewhere the share holds
+    its memory fraction (time-slicing bounds nothing, so nothing larger is held)."""
+    if node.node.sharing == SHARING_MPS:
+        return MILLI // node.node.share_replicas
+    return milli
+
+
+def share_fits(gpu: GpuState, job: Job, milli: int) -> bool:
+    """A share of `job` (`milli`: its memory-sized share) may go on this GPU: its node's mode takes
+    it, a replica is left with room for what the share would hold there, and under MPS the
+    replica's pinned memory holds the need and its compute the compute asked for."""
     node = gpu.node
+    held = held_milli(node, milli)
     return (
         mode_allows(node, job)
         and len(gpu.shares) < node.node.share_replicas
+        and held <= MILLI - gpu.milli_used
         and job.gpu_memory_gb <= replica_memory_gb(node, gpu) + 1e-9
+        and (node.node.sharing != SHARING_MPS or job.gpu_milli <= held)
     )
 
 

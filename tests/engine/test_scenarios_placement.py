@@ -40,10 +40,11 @@ SCENARIOS = [
                                      ("1g.20gb", 6, "y")]}, mig=(1,))],
      [inference("inf", 12)], "tessera",
      {"inf": [("a", 1, "1g.20gb", 6, 143)]}),
-    ("non-MIG GPUs are shared by memory, fullest first",
+    # Each share holds its MPS replica, half a GPU here, however little memory it needs (6 GB: 380).
+    ("non-MIG GPUs are shared by MPS replica, fullest first",
      [node("t", model="T4", interconnect="pcie", gpus=2, sharing="mps", replicas=2)],
      [inference("i1", 8), inference("i2", 6), inference("i3", 8)], "tessera",
-     {"i1": [("t", 0, None, None, 500)], "i2": [("t", 0, None, None, 380)],
+     {"i1": [("t", 0, None, None, 500)], "i2": [("t", 0, None, None, 500)],
       "i3": [("t", 1, None, None, 500)]}),
     ("k8s-default gives a sub-GPU job a whole GPU",
      [node("a", mig=())], [inference("inf", 5)], "k8s-default",

@@ -22,7 +22,29 @@ def place(nodes, jobs, policy="tessera"):
 def test_an_mps_node_takes_a_share_within_its_pinned_replica_memory():
     plan = place([node("m", gpus=1, sharing="mps", replicas=4, **L4)], [notebook("nb", 5.0)])
     [bind] = binds_by_job(plan)["nb"]
-    assert bind.node == "m" and bind.allocations[0].milli < 1000 and bind.allocations[0].memory_gb == 5.0
+    assert bind.node == "m" and bind.allocations[0].memory_gb == 5.0
+    # It holds its replica, a quarter of the GPU (compute and pinned memory), not 5/24 of it:
+    # what the ledger bills and the simulator meters (Allocation.milli -> Placement.share_milli).
+    assert bind.allocations[0].milli == 250
+
+
+def test_mps_replicas_that_do_not_divide_a_thousand_still_fill_the_gpu():
+    # 8 GB of 24 GB rounds up to 340 thousandths; each of 3 replicas holds 333, and 3 x 333 fit.
+    plan = place([node("m", gpus=1, sharing="mps", replicas=3, **L4)], [notebook(f"nb{i}", 8.0) for i in range(3)])
+    held = [binds[0].allocations[0].milli for binds in binds_by_job(plan).values()]
+    assert held == [333, 333, 333]
+
+
+def test_time_slicing_holds_only_the_memory_share():
+    # No compute or memory is set aside for a time-sliced replica: the share is its memory fraction.
+    plan = place([node("t", gpus=1, sharing="time-slicing", replicas=4, **L4)],
+                 [notebook("nb", 4.0, accepts_no_isolation=True)])
+    assert binds_by_job(plan)["nb"][0].allocations[0].milli == 170  # 4/24, up to the 10-thousandths step
+
+
+def test_an_mps_replica_cannot_give_more_compute_than_its_share():
+    plan = place([node("m", gpus=1, sharing="mps", replicas=4, **L4)], [notebook("nb", 2.0, gpu_milli=500)])
+    assert "nb" not in binds_by_job(plan)
 
 
 def test_a_need_beyond_the_mps_replica_waits_and_says_why():

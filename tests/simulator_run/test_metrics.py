@@ -159,3 +159,13 @@ def test_timeslice_ignores_memory_and_fails_with_oom(tmp_path):
 def test_waits_by_priority_and_percentiles():
     assert percentile([1, 2, 3, 4], 50) == 2 and percentile([1, 2, 3, 4], 95) == 4
     assert percentile(list(range(1, 101)), 99) == 99 and percentile([], 50) is None
+
+
+def test_an_mps_share_is_metered_as_its_replica(tmp_path):
+    # A 5 GB share on an 80 GB GPU whose MPS daemon runs 4 replicas holds a quarter of it for
+    # [0, 1800] of the 3600 s horizon: 0.25 x 0.5 allocated, as the ledger bills it (not 5/80).
+    doc = cluster_doc(groups=[group(gpus=1, mig_capable=False, gpu_sharing="mps", gpu_replicas=4)])
+    rows = [job("nb", duration=1800, gpus=0, mem=5, kind="inference"), job("end", submit=HOUR, gpus=0, mem=5)]
+    r = _run(tmp_path, rows, doc=doc)
+    assert r["completed"] >= 1
+    assert r["gpu_allocation"] == pytest.approx(0.25 * 1800 / HOUR, abs=1e-4)

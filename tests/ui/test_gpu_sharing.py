@@ -1,10 +1,19 @@
 """The portal says when a share can run nowhere (no MIG slice holds it and no node offers sharing it may
 use), in the API and on the form, and the cluster page shows how each node shares its GPUs."""
 
+from datetime import timedelta
+from decimal import Decimal
+
 import pytest
 from django.urls import reverse
 
-from scheduling.models import Gpu, Job, Node
+from billing.ledger import grouped
+from billing.models import UsageInterval
+from billing.periods import Month
+from scheduling.clock import database_now
+from scheduling.cycle import decide_and_apply
+from scheduling.models import Gpu, Job, Node, Placement
+from ui.selectors import job_gpu_hours
 
 pytestmark = pytest.mark.django_db
 
@@ -80,3 +89,23 @@ def test_the_admin_shows_the_clusters_word_on_sharing_read_only(clients, jobs):
     node = Node.objects.get(name="a100-t1")
     page = clients["staff"].get(reverse("admin:scheduling_node_change", args=[node.pk])).content.decode()
     assert "MPS (memory-limited replicas)" in page and 'name="gpu_sharing"' not in page
+
+
+def test_an_mps_share_is_billed_its_replica_everywhere(clients, jobs, no_mig):
+    """An 8 GB share on a 40 GB GPU whose MPS daemon runs 4 replicas holds a quarter of it (a
+    quarter of the compute, 10 GB pinned, one of 4 clients): the ledger bills 0.25 GPU, not the
+    0.2 its memory would say, and the portal's GPU-hours count the same (the simulator's meter:
+    tests/simulator_run/test_metrics.py)."""
+    sharing("mps", 4)
+    job = Job.objects.get(pk=submit_api(clients["lead"]).json()["id"])
+    start = database_now()
+    assert job.pk in decide_and_apply(policy="tessera", now=start).applied.bound_jobs
+    placement = Placement.objects.get(job=job)
+    assert (placement.share_milli, placement.memory_gb) == (250, 8.0)
+    assert UsageInterval.objects.get(job=job).gpu_fraction == Decimal("0.25")
+
+    two_hours = start + timedelta(hours=2)
+    rows = grouped(Month.of(start.date()), ["job_id"], now=two_hours, check=False).filter(job_id=job.pk)
+    assert float(rows.get()["gpu_seconds"]) == pytest.approx(0.25 * 7200)
+    placement.ended_at = two_hours
+    assert job_gpu_hours(job, [placement]) == 0.5

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..memory import share_milli, smallest_profile
+from ..memory import SHARE_STEP_MILLI, share_milli, smallest_profile
 from ..mig import MigGeometry, MigProfile, geometry_for, masks_allowing, start_choices
-from ..sharing import share_fits
+from ..sharing import held_milli, share_fits
 from ..state import GpuState, Shape
 from ..types import Allocation, Job
 from . import scored
@@ -130,12 +130,15 @@ def _share_slot(session: Session, job: Job, model: str, tier: str) -> Slot | Non
     milli = share_milli(job.gpu_memory_gb, model_memory(session)[model], job.gpu_milli)
     if milli is None:
         return None
-    keys = sorted((k for k, v in buckets.items() if k >= milli and v),
-                  reverse=session.features.share_packing != "binpack")
     modes = session.features.sharing_modes  # the node's device plugin must offer this share (sharing.py)
+    # An MPS replica may hold a little less than `milli` (1000 // 3 = 333 where 8 GB of 24 GB rounds
+    # up to 340), never a whole step less: share_fits checks each GPU's room exactly.
+    least = milli - SHARE_STEP_MILLI if modes else milli
+    keys = sorted((k for k, v in buckets.items() if k >= least and v),
+                  reverse=session.features.share_packing != "binpack")
     fitting = (gpu for key in keys for gpu in buckets[key].values()
                if gpu.memory_gb - gpu.mem_used >= job.gpu_memory_gb - 1e-9 and gpu.node.fits_host(job)
-               and (not modes or share_fits(gpu, job)))
+               and (not modes or share_fits(gpu, job, milli)))
     bound = scored.binding(session)
     if bound is None:
         gpu = next(fitting, None)
@@ -144,5 +147,7 @@ def _share_slot(session: Session, job: Job, model: str, tier: str) -> Slot | Non
         gpu = scored.pick_share(session, bound, job, model, options) if options else None
     if gpu is None:
         return None
-    return gpu.node, Allocation(gpu_index=gpu.index, milli=milli, memory_gb=job.gpu_memory_gb,
+    # What the share holds on the chosen GPU: an MPS node's replica, else its memory fraction.
+    held = held_milli(gpu.node, milli) if modes else milli
+    return gpu.node, Allocation(gpu_index=gpu.index, milli=held, memory_gb=job.gpu_memory_gb,
                                 mig_profile=None, mig_start=None)
