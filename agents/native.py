@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from django.core.cache import cache
@@ -83,10 +84,10 @@ def _take_in(backend, found: FoundPod | RefusedPod, now: datetime, counts: PodGr
     job = _job_of(found.uid)
     if job is None:
         try:
-            if found.group:  # a gang's pod joins its group's job (agents/native_gangs.py)
+            if found.group and counts.is_gang(found.namespace, found.group):  # joins its group's job
                 job = gang_take_in(counts, team, native_need(found), found.min_member, now)
-            else:
-                job = native_job_create(team=team, need=native_need(found), at=now)
+            else:  # a single pod (a `basic` PodGroup's pods are placed one by one)
+                job = native_job_create(team=team, need=replace(native_need(found), group=""), at=now)
         except GangError as error:  # its PodGroup object says no usable minMember
             return None, _refuse(backend, _refusal(found, "InvalidPodGroup", str(error)))
         except ValidationError as error:

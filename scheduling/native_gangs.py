@@ -115,6 +115,12 @@ def gang_min_member(job: Job, podgroup: int | None) -> int | None:
 
 def gang_waiting(group: str, min_member: int | None, present: int) -> str | None:
     """Why the gang cannot be placed yet, in one sentence; None once enough members exist."""
+    if min_member is None and "/" in group:  # `scheduling.k8s.io/<name>`: the pods name a Kubernetes PodGroup
+        api, _, name = group.rpartition("/")
+        return (
+            f"Pod group {group}: {present} member(s) exist and PodGroup {name} ({api}), which they name in "
+            "spec.schedulingGroup, is not there yet (or the API server no longer serves it)."
+        )
     if min_member is None:
         return (
             f"Pod group {group}: {present} member(s) exist and nothing says how many it needs: create "

@@ -10,9 +10,16 @@ be placeable together before any is bound. A controller that creates no PodGroup
 batch/v1 Job) puts the annotation `tessera.io/min-member: "<N>"` on its pods instead; the object,
 when there is one, wins.
 
-The Kubernetes Workload API (KEP-4671: `scheduling.k8s.io` `workloads`, alpha from v1.35 and off by
-default; pods point at it with `spec.workloadRef`) is found by API discovery
-(`workload_api_version`). The v1.20 control plane the tests run has none of it.
+The Kubernetes Workload API (KEP-4671, `scheduling.k8s.io`, behind the GenericWorkload feature gate)
+is read in its shape since v1.36: a `Workload` holds `spec.podGroupTemplates`, a controller makes a
+`PodGroup` object per running group with the template's `spec.schedulingPolicy` copied in (`gang:
+{minCount: N}` or `basic: {}`), and each pod names its PodGroup in `spec.schedulingGroup.podGroupName`.
+Tessera reads the pod's field and the PodGroup's policy, which is all a gang needs (the Workload is
+the template the PodGroup came from). Such a pod's group is `scheduling.k8s.io/<name>` here, which
+no label value can be, so the two conventions never mix. Which version serves `podgroups`
+(v1alpha2 in v1.36, v1beta1 in v1.37) is found by API discovery. v1.35's first alpha (Workload
+`spec.podGroups`, pods' `spec.workloadRef`) was replaced in v1.36 and is not read. The v1.20 control
+plane the tests run serves none of it: there the label is the only way to form a gang.
 """
 
 from __future__ import annotations
@@ -24,7 +31,9 @@ from typing import Any
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 MIN_MEMBER_ANNOTATION = "tessera.io/min-member"
 PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_PLURAL = "scheduling.x-k8s.io", "v1alpha1", "podgroups"
-WORKLOAD_GROUP, WORKLOAD_RESOURCE = "scheduling.k8s.io", "workloads"
+WORKLOAD_GROUP, WORKLOAD_RESOURCE, SCHEDULING_PODGROUPS = "scheduling.k8s.io", "workloads", "podgroups"
+SCHEDULING_GROUP_PREFIX = f"{WORKLOAD_GROUP}/"  # a group read from spec.schedulingGroup (NativePod.group)
+_GROUP_NAME_MAX = 253  # an object name; NativePod.group holds the prefix too
 # Far above any gang a cluster of ours runs; a typo ("40000") is refused rather than waited on forever.
 MAX_MEMBERS = 4096
 # A PodGroup's name is an object name (a DNS subdomain); as a label value it is also at most 63.
@@ -47,6 +56,37 @@ def pod_group_name(labels: Mapping[str, str] | None) -> str | None:
             "(lower-case letters, digits, '-' and '.', at most 63)"
         )
     return name
+
+
+def scheduling_group_name(podgroup_name: str | None) -> str | None:
+    """The pod's group from `spec.schedulingGroup.podGroupName` (the Kubernetes PodGroup API), as
+    Tessera keys it: `scheduling.k8s.io/<name>`; None when the pod names none."""
+    if not podgroup_name:
+        return None
+    if len(podgroup_name) > _GROUP_NAME_MAX - len(SCHEDULING_GROUP_PREFIX) or not _NAME.match(podgroup_name):
+        raise GangError(f"spec.schedulingGroup.podGroupName={podgroup_name!r} is not a PodGroup name Tessera can keep")
+    return SCHEDULING_GROUP_PREFIX + podgroup_name
+
+
+def is_scheduling_group(group: str) -> bool:
+    """The group came from spec.schedulingGroup, not from the scheduler-plugins label."""
+    return group.startswith(SCHEDULING_GROUP_PREFIX)
+
+
+def scheduling_podgroup_min_count(podgroup: Mapping[str, Any]) -> int | None:
+    """`spec.schedulingPolicy.gang.minCount` of a scheduling.k8s.io PodGroup; None for the `basic`
+    policy (no gang: each pod is placed on its own). The API server requires exactly one of the two
+    and minCount of at least 1; anything else is refused rather than guessed."""
+    name = (podgroup.get("metadata") or {}).get("name", "?")
+    policy = (podgroup.get("spec") or {}).get("schedulingPolicy") or {}
+    if "gang" in policy:
+        gang = policy["gang"] or {}
+        if "minCount" not in gang:
+            raise GangError(f"PodGroup {name} has no spec.schedulingPolicy.gang.minCount")
+        return _count(gang["minCount"], f"PodGroup {name} spec.schedulingPolicy.gang.minCount")
+    if "basic" in policy:
+        return None
+    raise GangError(f"PodGroup {name} has neither a gang nor a basic spec.schedulingPolicy")
 
 
 def _count(value: Any, where: str) -> int:
@@ -80,14 +120,17 @@ def annotation_min_member(annotations: Mapping[str, str] | None) -> int | None:
     return _count(int(text), f"annotation {MIN_MEMBER_ANNOTATION}")
 
 
-def workload_api_version(resources_by_group_version: Mapping[str, Iterable[str]]) -> str | None:
-    """The `scheduling.k8s.io` version that serves `workloads` (the Kubernetes Workload API), from
-    API discovery: group/version -> the resource names it serves. None where the server has none
-    (v1.20 serves scheduling.k8s.io/v1 and v1beta1 with priorityclasses only)."""
+def workload_api_version(
+    resources_by_group_version: Mapping[str, Iterable[str]], resource: str = WORKLOAD_RESOURCE
+) -> str | None:
+    """The newest `scheduling.k8s.io` version that serves `resource` (`workloads`, or the
+    `podgroups` Tessera reads), from API discovery: group/version -> the resource names it serves.
+    None where the server has none (v1.20 serves scheduling.k8s.io/v1 and v1beta1 with
+    priorityclasses only)."""
     versions = [
         gv
         for gv, resources in resources_by_group_version.items()
-        if gv.startswith(f"{WORKLOAD_GROUP}/") and WORKLOAD_RESOURCE in set(resources)
+        if gv.startswith(SCHEDULING_GROUP_PREFIX) and resource in set(resources)
     ]
     return max(versions, key=_version_rank, default=None)
 

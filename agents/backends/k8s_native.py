@@ -17,7 +17,7 @@ from typing import Any
 from kubernetes.utils import parse_quantity
 
 from agents.backends import k8s_manifests as m
-from agents.backends.k8s_gangs import GangError, annotation_min_member, pod_group_name
+from agents.backends.k8s_gangs import GangError, annotation_min_member, pod_group_name, scheduling_group_name
 from agents.backends.k8s_reading import SHARED_RESOURCE, accepts_no_isolation, pod_device_amounts
 
 # What a native pod may say (docs/reference/native-submission.md).
@@ -67,7 +67,8 @@ class NativePod:
     project: str | None = None  # the tessera.io/project annotation
     accepts_no_isolation: bool = False
     owner: Owner | None = None
-    # Gangs (engineer nativegang): the pod-group label's value, and the fallback min-member annotation.
+    # Gangs (engineer nativegang): the pod-group label's value, or `scheduling.k8s.io/<name>` for a
+    # pod naming a Kubernetes PodGroup (k8s_gangs.py), and the fallback min-member annotation.
     group: str | None = None
     min_member: int | None = None
     labels: dict[str, str] = field(default_factory=dict, compare=False)
@@ -110,8 +111,10 @@ def native_pod(pod: Any) -> NativePod:
     except (ValueError, ArithmeticError, TypeError) as exc:
         raise NativeRefusal("InvalidGpuRequest", f"A resource request does not parse: {exc}.") from None
     need = _gpu_need(devices, annotations)
-    try:  # a gang's label and fallback annotation, as agents/backends/k8s_gangs.py reads them
-        group, min_member = pod_group_name(meta.labels), annotation_min_member(annotations)
+    try:  # a gang: the pod's PodGroup (Kubernetes API) else its label, and the fallback annotation
+        named = getattr(pod.spec.scheduling_group, "pod_group_name", None)
+        group = scheduling_group_name(named) or pod_group_name(meta.labels)
+        min_member = annotation_min_member(annotations)
     except GangError as exc:
         raise NativeRefusal("InvalidPodGroup", f"The pod's gang cannot be read: {exc}.") from None
     cpu, memory = _cpu_memory(pod)

@@ -1,10 +1,13 @@
-"""Reading the cluster's gang objects: scheduler-plugins PodGroups, and whether the Kubernetes
-Workload API is served (agents/backends/k8s_gangs.py reads what these return)."""
+"""Reading the cluster's gang objects: scheduler-plugins PodGroups, and the Kubernetes PodGroups of
+the Workload API where the server serves them (found by discovery, looked up again every
+DISCOVERY_TTL_S, so a feature gate turned on is seen without a restart); agents/backends/k8s_gangs.py
+reads what these return."""
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import Any
 
 from kubernetes import client
@@ -14,11 +17,13 @@ from agents.backends.k8s_gangs import (
     PODGROUP_GROUP,
     PODGROUP_PLURAL,
     PODGROUP_VERSION,
+    SCHEDULING_PODGROUPS,
     WORKLOAD_GROUP,
     workload_api_version,
 )
 
 log = logging.getLogger("tessera.kube.gangs")
+DISCOVERY_TTL_S = 300.0
 
 
 class PodGroups:
@@ -26,6 +31,7 @@ class PodGroups:
         self.api_client = api_client or client.ApiClient()
         self.custom = client.CustomObjectsApi(self.api_client)
         self.request_timeout_s = request_timeout_s
+        self._discovered: tuple[float, str | None] | None = None  # (when, scheduling podgroups' group/version)
 
     def in_namespace(self, namespace: str) -> dict[str, dict[str, Any]]:
         """The namespace's PodGroup objects by name, as plain dicts. A cluster without the CRD
@@ -40,9 +46,29 @@ class PodGroups:
             return {}
         return {item["metadata"]["name"]: item for item in listed.get("items", [])}
 
-    def workload_api(self) -> str | None:
-        """The group/version that serves the Kubernetes Workload API, by discovery; None where the
-        server has none (every release before v1.35, and later ones with the feature gate off).
+    def scheduling_in_namespace(self, namespace: str) -> dict[str, dict[str, Any]]:
+        """The namespace's Kubernetes PodGroups (scheduling.k8s.io) by name, as plain dicts; {} where
+        the server serves none (v1.20, or the GenericWorkload gate off)."""
+        group_version = self.podgroup_api()
+        if group_version is None:
+            return {}
+        version = group_version.rpartition("/")[2]
+        listed = self.custom.list_namespaced_custom_object(
+            WORKLOAD_GROUP, version, namespace, SCHEDULING_PODGROUPS, _request_timeout=self.request_timeout_s
+        )
+        return {item["metadata"]["name"]: item for item in listed.get("items", [])}
+
+    def podgroup_api(self) -> str | None:
+        """The group/version serving the Kubernetes PodGroups, by discovery, at most DISCOVERY_TTL_S old."""
+        now = time.monotonic()
+        if self._discovered is None or now - self._discovered[0] > DISCOVERY_TTL_S:
+            self._discovered = (now, self.workload_api(SCHEDULING_PODGROUPS))
+        return self._discovered[1]
+
+    def workload_api(self, resource: str = "workloads") -> str | None:
+        """The group/version that serves the Kubernetes Workload API's `resource` (workloads,
+        podgroups), by discovery; None where the server has none (every release before v1.35, and
+        later ones with the feature gate off).
         Discovery is open to every authenticated user: no right to grant."""
         try:
             groups = client.ApisApi(self.api_client).get_api_versions(_request_timeout=self.request_timeout_s)
@@ -53,7 +79,7 @@ class PodGroups:
         if group is None:
             return None
         served = {v.group_version: self._resources(v.group_version) for v in group.versions}
-        return workload_api_version(served)
+        return workload_api_version(served, resource)
 
     def _resources(self, group_version: str) -> list[str]:
         """The resource names a group/version serves (its APIResourceList): the client has no typed

@@ -148,6 +148,11 @@ class KubernetesBackend(MigLabels, RendezvousServices, NativeIntake):
         """The namespace's scheduler-plugins PodGroups by name (agents/backends/k8s_podgroups.py)."""
         return self.podgroups.in_namespace(namespace)
 
+    @_api_errors
+    def scheduling_pod_groups(self, namespace: str) -> dict[str, dict]:
+        """The namespace's Kubernetes (scheduling.k8s.io) PodGroups by name; {} where not served."""
+        return self.podgroups.scheduling_in_namespace(namespace)
+
     # -- inventory -------------------------------------------------------------------------
 
     @_api_errors

@@ -81,7 +81,7 @@ def test_the_backend_gets_the_least_rights_it_needs():
     }
     assert all(len(r["resources"]) == 1 for r in role["rules"])
     groups = {r["resources"][0]: r["apiGroups"] for r in role["rules"]}
-    assert groups.pop("podgroups") == ["scheduling.x-k8s.io"] and groups.pop("jobs") == ["batch"]
+    assert groups.pop("podgroups") == ["scheduling.x-k8s.io", "scheduling.k8s.io"] and groups.pop("jobs") == ["batch"]
     assert all(g == [""] for g in groups.values())
     with_token = [d["metadata"]["name"] for d in _by_kind("Deployment") + _by_kind("DaemonSet")
                   if d["spec"]["template"]["spec"].get("automountServiceAccountToken", True)]

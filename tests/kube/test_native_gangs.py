@@ -137,6 +137,21 @@ def test_a_gang_whose_members_arrive_over_several_polls_binds_none_before_all_ex
     assert all(read_pod(core, MAPPED, f"late-{i}").spec.node_name for i in range(3))
 
 
+def test_where_no_workload_api_is_served_the_pod_group_label_forms_the_gang(core, kube_workers):
+    """v1.20 has no spec.schedulingGroup: it drops the field from a pod that names a Kubernetes
+    PodGroup, and the scheduler-plugins label on the same pods forms the gang."""
+    kube_workers.start()
+    for index in range(2):
+        body = member(f"both-{index}", "both", min_member=2)
+        body["spec"]["schedulingGroup"] = {"podGroupName": "both-workers-0"}
+        core.create_namespaced_pod(MAPPED, body)
+    assert read_pod(core, MAPPED, "both-0").spec.scheduling_group is None
+    kube_workers.run(tasks.poll_agents)
+    (job,) = Job.objects.filter(namespace=MAPPED)
+    assert set(job.native_pods.values_list("group", flat=True)) == {"both"}
+    assert (job.members, job.pending_reason_code) == (2, "new")
+
+
 def test_a_pod_beyond_the_gang_is_told_once_in_one_event(core, kube_workers):
     """Two polls that find the same extra pod make one Warning Event, count 1 (agents/native.py:
     a refusal is said once per pod and reason, not raised on the Event every poll)."""

@@ -67,6 +67,8 @@ def test_the_backend_may_not_write_podgroups(custom, control_plane):
 
 def test_discovery_finds_no_workload_api_on_v1_20(backend_groups):
     assert backend_groups.workload_api() is None
+    assert backend_groups.podgroup_api() is None  # no Kubernetes PodGroups: nothing is listed
+    assert backend_groups.scheduling_in_namespace(TEAM) == {}
 
 
 def test_discovery_reads_what_each_scheduling_version_serves(backend_groups):
