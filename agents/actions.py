@@ -36,12 +36,13 @@ from agents.backends.base import (
     TransientBackendError,
 )
 from agents.mig import repartition_finish, repartition_start
-from agents.native import native_bind_refused, native_stop
+from agents.native import native_bind_refused, native_channel, native_stop
 from agents.rendezvous import job_attachments, job_rendezvous
 from agents.runtime import failpoint
 from checkpoints.services import (
     ConfirmationConflict,
     Saved,
+    channel_token_issue,
     checkpoint_confirm,
     checkpoint_confirmed,
     request_id,
@@ -150,7 +151,7 @@ def checkpoint_save_s(job: Job) -> int:
 
 
 def bind_request(action: ActionRequest, job: Job, members: int, checkpoint_token: str = "",
-                 rendezvous: Rendezvous | None = None) -> BindRequest:
+                 rendezvous: Rendezvous | None = None, checkpoint_channel: str = "") -> BindRequest:
     payload = BindPayload.from_payload(action.payload)
     allocations = payload.allocations
     mig = next((a.mig_profile for a in allocations if a.mig_profile), None)
@@ -169,6 +170,7 @@ def bind_request(action: ActionRequest, job: Job, members: int, checkpoint_token
         memory_mib=max(1, int(job.memory_gb * 1024 / members)), priority_class=job.priority_class.name,
         env=((ENV_RUNTIME, str(runtime)), (ENV_RESUME, str(job.progress_s)), (ENV_GPU_INDEXES, ",".join(whole))),
         grace_seconds=grace, checkpoint_token=checkpoint_token, checkpoint_url=settings.TESSERA_CHECKPOINT_URL,
+        checkpoint_channel=checkpoint_channel,
         rendezvous=rendezvous, attachments=job_attachments(job),
         share=GpuShare(memory_mib=max(1, int(job.gpu_memory_gb * 1024))) if shared else None,
         native=job.native)
@@ -182,13 +184,18 @@ def _bind_step(action: ActionRequest, backend: Backend, now: datetime) -> None:
         stop_pods(backend, job, [payload.pod_name], "released")
         _finish(action, FAILED, "The job was released before its pod was bound.")
         return
-    # A native pod's spec is its owner's: it can mount no token, so it gets no checkpoint channel.
-    token = "" if job.native else token_issue(job=job, pod_name=payload.pod_name, pod_key=action.key, at=now)
+    # A native pod's spec is its owner's: its channel is the Secret its owner mounts, if it does.
+    channel = native_channel(job, payload.pod_name) if job.native else ""
+    if channel:
+        token = channel_token_issue(job=job, namespace=job.pod_namespace, channel=channel, at=now)
+    else:
+        token = "" if job.native else token_issue(job=job, pod_name=payload.pod_name, pod_key=action.key, at=now)
     binds = attempt_binds(job)  # every member's: the cycle wrote them in one transaction
     # A native pod's peers are its owner's to wire up: Tessera adds no Service for them.
     rendezvous = None if job.native else job_rendezvous(job, binds, payload.member)
     try:
-        outcome = backend.bind(bind_request(action, job, len(binds), checkpoint_token=token, rendezvous=rendezvous))
+        outcome = backend.bind(bind_request(action, job, len(binds), checkpoint_token=token, rendezvous=rendezvous,
+                                            checkpoint_channel=channel))
     except TransientBackendError:
         raise  # the API server is away (restarting, throttled): the task retries; nothing changed here
     except (Refused, ValueError) as error:  # refused for good (admission, a command that does not parse)
@@ -343,6 +350,8 @@ def _preempt_start(action, backend, job, now) -> None:
         _phase(action, "stopping", deadline=deadline)
     else:
         why = "no checkpoint support" if not job.checkpoint_interval_s else f"only {max(room, 0):.0f} s of notice"
+        if job.native and not job.checkpoint_interval_s:
+            why = "its pods mount no checkpoint channel"
         _phase(action, "stopping", deadline=deadline)
         job_event_add(job=job, at=now, kind="checkpoint-skipped",
                       message=f"Stopping without a checkpoint ({why}); work since the last checkpoint is lost.")

@@ -1,7 +1,9 @@
 """Native submission (docs/reference/native-submission.md): the intake that makes jobs of the pods others
 create for Tessera, and how Tessera stops such pods. The poll runs the intake (agents/tasks.py).
 
-Taking a pod in is idempotent by its uid: the job and its NativePod row are written in one
+A pod made again for a job Tessera stopped (its Job controller's replacement, its gang's, a bare pod
+created again under its name) rejoins that job (scheduling/native.py, native_rejoin) instead of
+making one. Taking a pod in is idempotent by its uid: the job and its NativePod row are written in one
 transaction, then the pod is labelled with the job's id, which takes it out of the intake's list.
 A worker that dies between the two leaves the pod in the list; the next poll finds the row by uid
 and only labels. A pod refused (its namespace unmapped, a request Tessera cannot read, a gang that
@@ -28,6 +30,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError
 
 from agents.backends.base import Backend, Outcome, PreemptRequest, TransientBackendError
+from agents.backends.k8s_channel import channel_name
 from agents.backends.k8s_gangs import GangError
 from agents.backends.k8s_native import NativePod as FoundPod
 from agents.backends.k8s_native import RefusedPod
@@ -39,6 +42,8 @@ from scheduling.native import (
     NativeNeed,
     namespace_team,
     native_job_create,
+    native_rejoin,
+    native_stopping,
     not_mapped_message,
     refusal_reason,
 )
@@ -84,10 +89,16 @@ def _take_in(backend, found: FoundPod | RefusedPod, now: datetime, counts: PodGr
     job = _job_of(found.uid)
     if job is None:
         try:
-            if found.group and counts.is_gang(found.namespace, found.group):  # joins its group's job
-                job = gang_take_in(counts, team, native_need(found), found.min_member, now)
-            else:  # a single pod (a `basic` PodGroup's pods are placed one by one)
-                job = native_job_create(team=team, need=replace(native_need(found), group=""), at=now)
+            need = native_need(found)
+            if found.group and not counts.is_gang(found.namespace, found.group):
+                need = replace(need, group="")  # a `basic` PodGroup: each pod a job of its own
+            if native_stopping(need):
+                return None, ""  # made as a job of its source stops: it rejoins that job once released
+            job = native_rejoin(need=need, at=now)  # a pod made again after Tessera stopped its job
+            if job is None and need.group:  # a gang's pod joins its group's job (agents/native_gangs.py)
+                job = gang_take_in(counts, team, need, found.min_member, now)
+            elif job is None:  # a single pod (a `basic` PodGroup's pods are placed one by one)
+                job = native_job_create(team=team, need=need, at=now)
         except GangError as error:  # its PodGroup object says no usable minMember
             return None, _refuse(backend, _refusal(found, "InvalidPodGroup", str(error)))
         except ValidationError as error:
@@ -147,6 +158,7 @@ def native_need(found: FoundPod) -> NativeNeed:
         project=found.project,
         group=found.group or "",
         accepts_no_isolation=found.accepts_no_isolation,
+        checkpoint_interval_s=found.checkpoint_interval_s,
         owner=(owner.api_version, owner.kind, owner.name, owner.uid) if owner else ("", "", "", ""),
     )
 
@@ -157,7 +169,7 @@ def native_waiting_gone(observations, *, now: datetime, seen_after: timedelta) -
     less than `seen_after` ago may not have reached the list yet (the watch's lag)."""
     listed = {(o.job_id, o.namespace, o.pod_name) for o in observations}
     ended = []
-    rows = NativePod.objects.filter(job__status__in=Job.WAITING_STATUSES, taken_at__lte=now - seen_after)
+    rows = NativePod.objects.filter(job__status__in=Job.WAITING_STATUSES, taken_at__lte=now - seen_after, vacant=False)
     for row in rows.select_related("job"):
         if (str(row.job_id), row.namespace, row.name) in listed or gang_member_gone(row):
             continue  # still there, or one of a gang's pods: the gang waits for another
@@ -171,7 +183,16 @@ def native_waiting_gone(observations, *, now: datetime, seen_after: timedelta) -
     return ended
 
 
-# -- stopping native pods -------------------------------------------------------------------------
+# -- the checkpoint channel and stopping native pods ---------------------------------------------
+
+
+def native_channel(job: Job, pod_name: str) -> str:
+    """The Secret the job's pod mounts as its checkpoint channel (agents/backends/k8s_channel.py);
+    '' when the job takes no checkpoints (the intake saw no such volume in its pods)."""
+    row = NativePod.objects.filter(job=job, name=pod_name, vacant=False).first()
+    if not job.checkpoint_interval_s or row is None:
+        return ""
+    return channel_name(row.group, row.owner_name, row.name)
 
 
 def native_bind_refused(backend, job: Job, why: str) -> None:

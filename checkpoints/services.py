@@ -71,6 +71,17 @@ def token_issue(*, job: Job, pod_name: str, pod_key: str, at: datetime) -> str:
     return token
 
 
+def channel_token_issue(*, job: Job, namespace: str, channel: str, at: datetime) -> str:
+    """The token of a native job's channel (CONTRACTS.md, "Native pods"): one per Secret its pods
+    mount, derived from the namespace and the Secret's name, since the Secret outlives a run and
+    every pod made from the same template mounts it. Its row follows the job that binds it last, and
+    is live again for each run of it (a job stopped and rejoined by its pods keeps its channel)."""
+    token = salted_hmac("tessera.checkpoints.native-channel", f"{namespace}/{channel}", algorithm="sha256").hexdigest()
+    CheckpointToken.objects.update_or_create(digest=_digest(token), defaults={
+        "job": job, "pod_name": channel, "issued_at": at, "revoked_at": None})
+    return token
+
+
 def tokens_revoke(*, job_id: int, at: datetime) -> int:
     return CheckpointToken.objects.filter(job_id=job_id, revoked_at__isnull=True).update(revoked_at=at)
 

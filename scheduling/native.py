@@ -19,7 +19,7 @@ from portal import freshness
 from portal.models import Project, Team, TeamNamespace
 from scheduling.engine.reasons import WaitingReason
 from scheduling.engine.types import PRODUCTION
-from scheduling.models import Gpu, Job, NativePod, PriorityClass
+from scheduling.models import ActionRequest, Gpu, Job, NativePod, PriorityClass
 from scheduling.selectors import share_refusal
 
 # Imported, not copied: one definition of what a portal submit checks.
@@ -32,6 +32,7 @@ REFUSAL_REASONS = {
     "team": "TeamQueueFull",
     "namespace": "NamespaceNotMapped",
     "group": "InvalidPodGroup",  # a gang's pod that cannot join it (scheduling/native_gangs.py)
+    "checkpoint_interval_s": "InvalidCheckpointInterval",
 }
 REFUSAL_DEFAULT = "InvalidGpuRequest"
 # Owners whose pods serve rather than finish: their jobs are inference jobs, the others batch.
@@ -58,6 +59,7 @@ class NativeNeed:
     owner: tuple[str, str, str, str] = ("", "", "", "")  # api version, kind, name, uid
     group: str = ""
     accepts_no_isolation: bool = False  # the tessera.io/accepts-no-isolation annotation
+    checkpoint_interval_s: int | None = None  # set when the pod mounts its checkpoint channel
 
 
 def namespace_team(namespace: str) -> Team | None:
@@ -133,7 +135,7 @@ def native_job_create(*, team: Team, need: NativeNeed, at: datetime) -> Job:
         gang=True,
         cpu_cores=need.cpu_cores,
         memory_gb=need.memory_gb,
-        checkpoint_interval_s=None,
+        checkpoint_interval_s=need.checkpoint_interval_s,
     )
     if need.gpus > (largest := _largest_node_gpus()):
         errors["gpus"] = f"The pod asks for {need.gpus} GPUs; no node has more than {largest}, and a pod runs on one."
@@ -164,6 +166,7 @@ def native_job_create(*, team: Team, need: NativeNeed, at: datetime) -> Job:
         gpu_models="|".join(pinned),
         mig_profile=need.mig_profile or "",
         accepts_no_isolation=need.accepts_no_isolation,
+        checkpoint_interval_s=need.checkpoint_interval_s,
         cpu_cores=need.cpu_cores,
         memory_gb=need.memory_gb,
         image=need.image[:300],
@@ -205,7 +208,68 @@ def refusal_reason(error: ValidationError) -> tuple[str, str]:
 
 def member_pod_name(job: Job, member: int) -> str:
     """The native pod that is member `member` of the job (by name: stable while they wait)."""
-    names = list(job.native_pods.order_by("name").values_list("name", flat=True))
+    names = list(job.native_pods.filter(vacant=False).order_by("name").values_list("name", flat=True))
     if member >= len(names):
         raise KeyError(f"job {job.pk} has {len(names)} native pod(s), no member {member}")
     return names[member]
+
+
+# -- a job stopped by Tessera gets its pods back ------------------------------------------------
+
+
+def _same_source(rows, need: NativeNeed):
+    """The rows of pods that come from where the pod does: its pod group, else its owner, else
+    (a bare pod) its name."""
+    if need.group:
+        return rows.filter(group=need.group)
+    if need.owner[3]:
+        return rows.filter(group="", owner_uid=need.owner[3])
+    return rows.filter(group="", owner_uid="", name=need.pod_name)
+
+
+def native_stopping(need: NativeNeed) -> bool:
+    """Whether the pod comes from where a job Tessera is stopping does (its controller made it as
+    the old one began to terminate): it waits, untaken, until that job is released, then rejoins it."""
+    rows = NativePod.objects.filter(
+        namespace=need.namespace,
+        vacant=False,
+        job__status__in=Job.HOLDING_STATUSES,
+        job__actions__kind=ActionRequest.Kind.PREEMPT,
+        job__actions__state=ActionRequest.State.REQUESTED,
+    )
+    return _same_source(rows, need).exists()
+
+
+@transaction.atomic
+def native_rejoin(*, need: NativeNeed, at: datetime) -> Job | None:
+    """The pod takes a vacant place of a job Tessera stopped (scheduling/services.py, _native_vacate)
+    when it comes from the same group, owner or name and asks for the same GPUs: the same job, at
+    its saved progress, billed from its next bind. None: no such place, the pod is a new job's."""
+    vacant = NativePod.objects.select_for_update().filter(
+        vacant=True, namespace=need.namespace, job__status=Job.Status.PREEMPTED
+    )
+    slot = _same_source(vacant, need).select_related("job").order_by("job_id", "name").first()
+    if slot is None:
+        return None
+    job = slot.job
+    per_pod = job.gpus // (job.members or 1)
+    if (need.gpus, need.mig_profile or "") != (per_pod, job.mig_profile) or (
+        not need.gpus and need.gpu_memory_gb != job.gpu_memory_gb
+    ):
+        return None  # another need under the same name: a new job, as any other pod
+    slot.uid, slot.name, slot.taken_at, slot.vacant = need.uid, need.pod_name, at, False
+    slot.save(update_fields=["uid", "name", "taken_at", "vacant"])
+    left = job.native_pods.filter(vacant=True).count()
+    if not left:
+        job.pending_reason_code = WaitingReason.NEW
+        job.pending_reason = "Its pods were made again; waiting for the next scheduling cycle."
+        job.save(update_fields=["pending_reason_code", "pending_reason", "updated_at"])
+    job_event_add(
+        job=job,
+        at=at,
+        kind="pods-made-again",
+        message=f"Pod {need.namespace}/{need.pod_name} takes the place of a stopped pod; the job resumes "
+        f"from {job.progress_s:.0f} s of saved work" + (f" once {left} more are made again." if left else "."),
+    )
+    freshness.teams_changed([job.team_id])
+    return job

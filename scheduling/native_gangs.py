@@ -92,7 +92,7 @@ def _room_for_one_more(job: Job, group: str, podgroup: int | None) -> None:
         wanted = gang_min_member(job, podgroup)
     except ValidationError:
         return  # the group's pods disagree on their size: gang_size says so on the job
-    if wanted is not None and job.native_pods.count() >= wanted:
+    if wanted is not None and job.native_pods.filter(vacant=False).count() >= wanted:
         raise ValidationError(
             {
                 "group": f"Pod group {group} already has its {wanted} members (job #{job.pk}); "
@@ -138,8 +138,8 @@ def gang_size(job_id: int, *, podgroup: int | None) -> Job:
     with the count until enough pods exist, else ready for the next cycle. A gang whose pods
     disagree on their annotation waits, saying so."""
     job = Job.objects.select_for_update().select_related("team").get(pk=job_id)
-    if job.status not in Job.WAITING_STATUSES:
-        return job
+    if job.status not in Job.WAITING_STATUSES or job.native_pods.filter(vacant=True).exists():
+        return job  # running, or stopped and waiting for its pods again (scheduling/native.py, native_rejoin)
     present = job.native_pods.count()
     group = job.native_pods.values_list("group", flat=True).first() or ""
     try:
@@ -193,7 +193,7 @@ def gang_member_gone(row: NativePod) -> bool:
     """A waiting gang's pod was deleted: its row goes, and the gang waits for another at once (the
     next cycle must not place it). False for a pod of no gang, or a gang's last (the caller ends
     the job as for a single pod)."""
-    if not row.group or NativePod.objects.filter(job_id=row.job_id).count() <= 1:
+    if not row.group or NativePod.objects.filter(job_id=row.job_id, vacant=False).count() <= 1:
         return False
     job = Job.objects.get(pk=row.job_id)
     known = job.members if job.pending_reason_code != INCOMPLETE else None  # sized: its minMember

@@ -57,6 +57,9 @@ RELEASE_STATUSES = {
 # A native job waits again only while its pod does (a refused bind leaves it Pending); any other
 # release that would requeue it ends it: its pod is gone, and Tessera cannot create someone else's.
 NATIVE_REQUEUE = {"bind-failed"}
+# ... except Tessera's own stops: the pods' controller makes them again, and they rejoin the job
+# (agents/native.py, native_rejoin), which resumes from its saved progress, billed from the new bind.
+NATIVE_STOPPED = {"preempted", "reclaimed", "moved", "spot-reclaimed"}
 
 
 class TooManySubmits(Exception):
@@ -124,7 +127,9 @@ def job_release(*, job_id: int, at: datetime, reason: str, progress_s: float | N
         placement.save(update_fields=["ended_at", "end_reason"])
         signals.placement_ended.send(sender=Placement, placement=placement, at=ended, reason=reason)
     status = job.status if job.status in Job.FINISHED_STATUSES else target
-    if job.native and status in Job.WAITING_STATUSES and reason not in NATIVE_REQUEUE:
+    if job.native and status in Job.WAITING_STATUSES and reason in NATIVE_STOPPED:
+        message = _native_vacate(job, message)
+    elif job.native and status in Job.WAITING_STATUSES and reason not in NATIVE_REQUEUE:
         status = Job.Status.FAILED
         message = (f"{message} Its pod is gone and Tessera does not recreate a pod it did not create; "
                    "its controller, if it has one, makes a new pod, which queues as a new job.").strip()
@@ -134,10 +139,23 @@ def job_release(*, job_id: int, at: datetime, reason: str, progress_s: float | N
     if status in Job.FINISHED_STATUSES:
         job.finished_at = max(ended, job.submitted_at)
     job.borrowed = False
-    job.save(update_fields=["status", "progress_s", "finished_at", "borrowed", "updated_at"])
+    job.save(update_fields=["status", "progress_s", "finished_at", "borrowed", "pending_reason_code", "pending_reason",
+                            "updated_at"])
     job_event_add(job=job, at=ended, kind=reason, message=message)
     freshness.teams_changed([job.team_id])
     return True
+
+
+def _native_vacate(job: Job, message: str) -> str:
+    """A native job stopped by Tessera waits for its pods' controller to make them again: its pod
+    rows become vacant places (the new pods take them), and no cycle places it meanwhile."""
+    rows = job.native_pods.all()
+    rows.update(vacant=True)
+    owner = next((row.owner for row in rows if row.owner), "")
+    job.pending_reason_code = WaitingReason.PODS_GONE
+    job.pending_reason = (f"Its pods were stopped; it waits for {owner or 'them'} to make them again "
+                          "(a bare pod: create it again under its name).")
+    return f"{message} It resumes when its pods are made again.".strip()
 
 
 def _resources_errors(*, gpus, gpu_memory_gb, gpu_models, gang, cpu_cores, memory_gb,

@@ -41,9 +41,10 @@ def build_snapshot(now: datetime | None = None) -> engine.Snapshot:
         .select_related("job__team", "job__project", "job__priority_class", "gpu__node", "mig_instance"))
     nodes = _nodes(open_placements, prices_at(now))
     max_node_gpus = max((len(node.gpus) for node in nodes), default=8) or 8
-    # A gang whose pods are not all there yet is no candidate: placing some of it would bind a part.
+    # A gang whose pods are not all there yet is no candidate: placing some of it would bind a part;
+    # nor is a native job whose pods a preemption stopped, until their controller makes them again.
     pending_rows = (Job.objects.filter(status__in=Job.WAITING_STATUSES)
-                    .exclude(pending_reason_code=WaitingReason.GANG_INCOMPLETE)
+                    .exclude(pending_reason_code__in=(WaitingReason.GANG_INCOMPLETE, WaitingReason.PODS_GONE))
                     .select_related("team", "project", "priority_class").order_by("id"))
     pending = tuple(to_engine_job(job, max_node_gpus) for job in pending_rows)
     running = _running(open_placements, max_node_gpus)

@@ -176,6 +176,8 @@ class BindRequest:
     # confirm with it. No token: the pod gets no channel.
     checkpoint_token: str = field(default="", repr=False)
     checkpoint_url: str = ""
+    # A native pod's channel is the Secret its owner mounts (agents/backends/k8s_channel.py): its name.
+    checkpoint_channel: str = ""
     # torchrun's settings; None: a pod of its own, as a job submitted before they existed.
     rendezvous: Rendezvous | None = None
     attachments: Attachments = Attachments()

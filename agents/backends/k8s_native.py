@@ -17,6 +17,7 @@ from typing import Any
 from kubernetes.utils import parse_quantity
 
 from agents.backends import k8s_manifests as m
+from agents.backends.k8s_channel import channel_interval_s, channel_name, mounts_channel
 from agents.backends.k8s_gangs import GangError, annotation_min_member, pod_group_name, scheduling_group_name
 from agents.backends.k8s_reading import SHARED_RESOURCE, accepts_no_isolation, pod_device_amounts
 
@@ -72,6 +73,8 @@ class NativePod:
     group: str | None = None
     min_member: int | None = None
     labels: dict[str, str] = field(default_factory=dict, compare=False)
+    # The checkpoint channel (agents/backends/k8s_channel.py): how often to ask, when the pod mounts it.
+    checkpoint_interval_s: int | None = None
 
     @property
     def display_name(self) -> str:
@@ -118,6 +121,7 @@ def native_pod(pod: Any) -> NativePod:
     except GangError as exc:
         raise NativeRefusal("InvalidPodGroup", f"The pod's gang cannot be read: {exc}.") from None
     cpu, memory = _cpu_memory(pod)
+    owner = _owner(meta.owner_references)
     return NativePod(
         uid=meta.uid or "",
         namespace=meta.namespace,
@@ -130,11 +134,21 @@ def native_pod(pod: Any) -> NativePod:
         priority=pod.spec.priority,
         project=(annotations.get(ANNOTATION_PROJECT) or "").strip() or None,
         accepts_no_isolation=accepts_no_isolation(annotations),
-        owner=_owner(meta.owner_references),
+        owner=owner,
         group=group,
         min_member=min_member,
         labels=dict(meta.labels or {}),
+        checkpoint_interval_s=_channel_interval(pod, group, owner, annotations),
     )
+
+
+def _channel_interval(pod: Any, group: str | None, owner: Owner | None, annotations: dict[str, str]) -> int | None:
+    if not mounts_channel(pod, channel_name(group, owner.name if owner else None, pod.metadata.name)):
+        return None
+    try:
+        return channel_interval_s(annotations)
+    except ValueError as exc:
+        raise NativeRefusal("InvalidCheckpointInterval", f"{exc}.") from None
 
 
 def read_native(pod: Any) -> NativePod | RefusedPod:

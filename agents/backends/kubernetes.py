@@ -35,6 +35,7 @@ from agents.backends.base import (
     RepartitionState,
     TransientBackendError,
 )
+from agents.backends.k8s_channel import channel_secret_manifest, secret_owner
 from agents.backends.k8s_events import PodEvents
 from agents.backends.k8s_intake import NativeIntake
 from agents.backends.k8s_mig import MigLabels
@@ -191,6 +192,9 @@ class KubernetesBackend(MigLabels, RendezvousServices, NativeIntake):
         _check_job(pod, req.job_id)
         if req.checkpoint_token and not req.native:  # before the binding: the kubelet mounts it when it starts
             self._create_token_secret(req, pod.metadata.uid)
+        if req.checkpoint_token and req.checkpoint_channel:  # a native pod's, in the volume its owner declared
+            self._create_secret(req.namespace, channel_secret_manifest(
+                req.checkpoint_channel, req.namespace, req.checkpoint_token, req.checkpoint_url, secret_owner(pod)))
         if m.gang_service(req):  # before the binding: torchrun looks its peers up as it starts
             self._create_rendezvous_service(req)
         bound_to = pod.spec.node_name
@@ -333,11 +337,13 @@ class KubernetesBackend(MigLabels, RendezvousServices, NativeIntake):
         return self.core.read_namespaced_pod(req.pod_name, req.namespace)
 
     def _create_token_secret(self, req: BindRequest, pod_uid: str) -> None:
-        """Create the pod's token Secret; one already there holds the same token (a retried bind
-        derives the same one), so the backend needs no right to read or change Secrets."""
+        self._create_secret(req.namespace, m.token_secret_manifest(req, pod_uid))
+
+    def _create_secret(self, namespace: str, manifest: dict) -> None:
+        """Create a token Secret; one already there holds the same token (a retried bind derives
+        the same one), so the backend needs no right to read or change Secrets."""
         try:
-            self.core.create_namespaced_secret(req.namespace, m.token_secret_manifest(req, pod_uid),
-                                               _request_timeout=self.config.request_timeout_s)
+            self.core.create_namespaced_secret(namespace, manifest, _request_timeout=self.config.request_timeout_s)
         except ApiException as exc:
             if exc.status != 409:
                 raise

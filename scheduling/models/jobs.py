@@ -234,6 +234,9 @@ class NativePod(models.Model):
         help_text="Its tessera.io/min-member annotation: its gang's size, where no PodGroup says.",
     )
     taken_at = models.DateTimeField()
+    vacant = models.BooleanField(default=False, help_text=(
+        "Its pod was stopped by a preemption and the job waits, requeued, for the pod its controller "
+        "makes again (same owner, group or name), which takes this place: same job, same saved progress."))
 
     class Meta:
         ordering = ["job", "name"]
