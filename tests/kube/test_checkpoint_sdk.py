@@ -34,10 +34,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 FORMAT_MAP = '{{range $k, $v := .metadata.annotations}}{{$k}}={{printf "%q" $v}}{{"\\n"}}{{end}}'
 
 
-def kubelet_writes_annotations(control_plane, pod_name: str, path) -> None:
+def kubelet_writes_annotations(control_plane, pod_name: str, path, namespace: str = TEAM) -> None:
     """What the kubelet does for a downwardAPI item of metadata.annotations, renamed into place."""
     text = subprocess.run([str(kubectl_binary()), f"--kubeconfig={control_plane.folder / 'admin.kubeconfig'}",
-                           "get", "pod", pod_name, "-n", TEAM, "-o", f"go-template={FORMAT_MAP}"],
+                           "get", "pod", pod_name, "-n", namespace, "-o", f"go-template={FORMAT_MAP}"],
                           capture_output=True, text=True, timeout=60, check=True).stdout
     partial = path.with_name(".annotations.partial")
     partial.write_text(text)

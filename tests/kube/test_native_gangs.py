@@ -2,7 +2,8 @@
 scheduler-plugins pod-group label and a PodGroup (the vendored CRD) of minMember 4 is one job,
 placed all at once on nodes under one leaf; a gang whose pods arrive over several polls binds none
 before all exist, and says how many do; a member deleted while the gang runs stops the others and
-ends the job in a clear state, billed once; production inference stops a running gang whole."""
+ends the job in a clear state, billed once; production inference stops a running gang whole and
+requeues it."""
 
 from __future__ import annotations
 
@@ -215,8 +216,9 @@ def test_a_member_deleted_mid_run_stops_the_gang_billed_once(gangs, core, kube_w
 
 
 def test_production_inference_preempts_a_native_gang_whole_billed_once(gangs, core, kube_workers):
-    """A native job has no checkpoint channel (its pod spec is its owner's): the gang is stopped
-    whole, without a checkpoint, and ends failed, saying so; its GPUs go to production inference."""
+    """A gang whose pods mount no checkpoint channel is stopped whole, without a checkpoint, and
+    requeued (not failed), saying so: it waits for its pods to be made again; its GPUs go to
+    production inference. (The channel: tests/kube/test_native_checkpoint.py.)"""
     podgroup(gangs, "wide", 2)
     kube_workers.start()
     for index in range(2):
@@ -236,9 +238,19 @@ def test_production_inference_preempts_a_native_gang_whole_billed_once(gangs, co
         lambda: ActionRequest.objects.get(pk=stop.pk).state == "confirmed", what="the gang stopped", timeout=90, every=1
     )
     gang.refresh_from_db()
-    assert gang.status == "failed"
-    assert gang.events.filter(kind="checkpoint-skipped").exists()
+    assert (gang.status, gang.pending_reason_code) == ("preempted", "pods-gone")
+    assert "mount no checkpoint channel" in gang.events.get(kind="checkpoint-skipped").message
+    assert not gang.events.filter(kind="failed").exists()
+    assert list(gang.native_pods.values_list("vacant", flat=True)) == [True, True]
     assert all(read_pod(core, MAPPED, f"wide-{i}") is None for i in range(2))  # both members, not one
     intervals = UsageInterval.objects.filter(job=gang)
     assert intervals.count() == 8 and len({i.ended_at for i in intervals}) == 1  # its 8 GPUs, once
     assert kube_workers.run(tasks.run_cycle)["placed"] == [serving.pk]
+
+    # Its pods made again (bare pods: by their owner, under their names) rejoin the same gang job.
+    for index in range(2):
+        core.create_namespaced_pod(MAPPED, member(f"wide-{index}", "wide", gpus=4))
+    assert kube_workers.run(tasks.poll_agents)["native"]["taken"] == [gang.pk, gang.pk]
+    gang.refresh_from_db()
+    assert (gang.status, gang.pending_reason_code, gang.members) == ("preempted", "new", 2)
+    assert Job.objects.filter(namespace=MAPPED).count() == 1  # no second job for the same group

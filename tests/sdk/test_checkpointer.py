@@ -175,6 +175,25 @@ def test_from_env_wires_what_tessera_mounts(pod):
     assert bare.watcher is None and bare.confirmer is None and bare.coordinator.is_leader
 
 
+def test_from_env_finds_a_native_pods_channel_volume(pod):
+    """A pod Tessera did not create has no TESSERA_* variables: its owner mounts one volume with the
+    annotations (downward API) and Tessera's Secret (url, token) (CONTRACTS.md, "Native pods")."""
+    channel = pod / "channel"
+    channel.mkdir()
+    (channel / "annotations").write_text("")
+    only_annotations = Checkpointer.from_env(pod / "ckpt", env={"TESSERA_CHANNEL_DIR": str(channel)},
+                                             handle_sigterm=False)
+    assert only_annotations.watcher.path == channel / "annotations" and only_annotations.confirmer is None
+    (channel / "url").write_text("http://tessera.example/api/v1/checkpoints/\n")
+    (channel / "token").write_text("tok\n")
+    ckpt = Checkpointer.from_env(pod / "ckpt", env={"TESSERA_CHANNEL_DIR": str(channel)}, handle_sigterm=False)
+    assert ckpt.confirmer.url == "http://tessera.example/api/v1/checkpoints/"
+    assert ckpt.confirmer.token_file == channel / "token"
+    explicit = {"TESSERA_CHANNEL_DIR": str(channel), "TESSERA_CHECKPOINT_URL": "http://127.0.0.1:9/",
+                "TESSERA_CHECKPOINT_TOKEN_FILE": str(pod / "token")}
+    assert Checkpointer.from_env(pod / "ckpt", env=explicit, handle_sigterm=False).confirmer.url == "http://127.0.0.1:9/"
+
+
 def test_the_signal_handler_only_sets_a_flag(monkeypatch):
     stop = StopSignal()
     monkeypatch.setattr("builtins.open", None)  # any I/O in the handler would raise

@@ -31,6 +31,23 @@ log = logging.getLogger("tessera_checkpoint")
 # After SIGTERM the pod has its save time + 15 s (CONTRACTS.md): the confirmation gets at most 10 s
 # of retries, so that the process still exits before the kubelet's SIGKILL.
 STOPPING_CONFIRM_S = 10.0
+CHANNEL_DIR = "/var/run/tessera"  # where a native pod's owner mounts its channel volume
+
+
+def channel_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The environment, with what a native pod's channel volume says where the environment says
+    nothing (CONTRACTS.md, "Native pods"): a pod Tessera did not create gets no variables, but its
+    owner mounts one volume at $TESSERA_CHANNEL_DIR (default /var/run/tessera) holding `annotations`
+    (downward API) and, once Tessera has bound the job, `url` and `token` (its Secret)."""
+    found = dict(env)
+    channel = Path(env.get("TESSERA_CHANNEL_DIR") or CHANNEL_DIR)
+    if not found.get("TESSERA_PODINFO_DIR") and (channel / "annotations").exists():
+        found["TESSERA_PODINFO_DIR"] = str(channel)
+    url_file = channel / "url"
+    if not (found.get("TESSERA_CHECKPOINT_URL") and found.get("TESSERA_CHECKPOINT_TOKEN_FILE")) and url_file.is_file():
+        found["TESSERA_CHECKPOINT_URL"] = url_file.read_text().strip()
+        found["TESSERA_CHECKPOINT_TOKEN_FILE"] = str(channel / "token")
+    return found
 
 
 class Checkpointer:
@@ -62,9 +79,10 @@ class Checkpointer:
                  coordinator: Coordinator | None = None, every_steps: int | None = None,
                  every_s: float | None = None, exit_on_stop: bool = True) -> Checkpointer:
         """A Checkpointer wired as Tessera sets up a pod (TESSERA_PODINFO_DIR, TESSERA_CHECKPOINT_URL,
-        TESSERA_CHECKPOINT_TOKEN_FILE). Outside Tessera those are unset: no requests are watched and
-        nothing is confirmed, but SIGTERM, the period and the manifest work the same."""
-        env = os.environ if env is None else env
+        TESSERA_CHECKPOINT_TOKEN_FILE), or as a native pod's channel volume says (`channel_env`).
+        Outside Tessera neither is there: no requests are watched and nothing is confirmed, but
+        SIGTERM, the period and the manifest work the same."""
+        env = channel_env(os.environ if env is None else env)
         watcher = confirmer = None
         if env.get("TESSERA_PODINFO_DIR"):
             # A restarted container still sees the last request: not new if a checkpoint answered it.
