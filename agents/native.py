@@ -93,7 +93,7 @@ def _take_in(backend, found: FoundPod | RefusedPod, now: datetime, counts: PodGr
             if found.group and not counts.is_gang(found.namespace, found.group):
                 need = replace(need, group="")  # a `basic` PodGroup: each pod a job of its own
             if native_stopping(need):
-                return None, ""  # made as a job of its source stops: it rejoins that job once released
+                return None, ""  # made while the job it comes from is being stopped: it rejoins it once released
             job = native_rejoin(need=need, at=now)  # a pod made again after Tessera stopped its job
             if job is None and need.group:  # a gang's pod joins its group's job (agents/native_gangs.py)
                 job = gang_take_in(counts, team, need, found.min_member, now)
