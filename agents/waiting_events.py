@@ -1,7 +1,7 @@
 """Waiting-reason Events on Kubernetes (issue 13 point 6; README, "Workers, node agent and deployment").
 
 A job that waits has no pod to describe, so the engine's why-it-waits sentence becomes an Event in
-its team's namespace about the job itself (k8s_manifests.waiting_event_manifest). One event per
+its team's namespace about the job itself (k8s_events.waiting_event_manifest). One event per
 (job, reason code): a job told once is not told again each cycle while the reason stays, only when
 its reason code changes (the sentence's own figures, such as a queue position, may change freely);
 a return to an earlier reason raises that event's count. What each job was last told lives in the

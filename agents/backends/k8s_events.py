@@ -1,5 +1,7 @@
 """Events on a job's pods, so `kubectl describe pod` tells what Tessera did: Scheduled, Preempted,
-CheckpointRequested (issue 13, point 6). core/v1 Events with involvedObject = the pod.
+CheckpointRequested (issue 13, point 6). core/v1 Events with involvedObject = the pod; and the
+Waiting events of jobs that have no pod yet. The Event objects are built here too (event_manifest,
+waiting_event_manifest), beside the recorder that sends them.
 
 An event is a courtesy to whoever reads the pod: recording one never fails or delays the action it
 describes. A repeat (same pod, reason and message) lands on the same event with its count raised,
@@ -9,9 +11,11 @@ then the first event stays, count 1.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import socket
 from collections import OrderedDict
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,6 +26,52 @@ from agents.backends import k8s_manifests as m
 
 log = logging.getLogger(__name__)
 COUNTS_KEPT = 4096  # repeats remembered per process; a forgotten one counts from 2 again
+EVENT_COMPONENT = "tessera"  # source.component and reportingComponent: `kubectl describe` shows it
+EVENT_MESSAGE_MAX = 1024  # what the API server's event validation allows
+
+
+def event_name(pod_name: str, pod_uid: str, reason: str, message: str) -> str:
+    """One name per (pod, reason, message): a repeat answers 409, and the backend counts it on the
+    same event, as the kubelet's recorder folds repeats into one event with a count."""
+    digest = hashlib.sha256(f"{pod_uid}\0{reason}\0{message}".encode()).hexdigest()[:16]
+    return m.check_name(f"{pod_name[:200]}.{digest}", m.DNS_SUBDOMAIN, 253, "event name")
+
+
+def event_manifest(*, pod: Mapping[str, str], reason: str, message: str, warning: bool, at: str,
+                   instance: str) -> dict:
+    """A core/v1 Event about a pod (`pod`: name, namespace, uid), dated `at` (RFC 3339)."""
+    message = message[:EVENT_MESSAGE_MAX]
+    return {
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": event_name(pod["name"], pod["uid"], reason, message), "namespace": pod["namespace"],
+                     "labels": {m.LABEL_MANAGED_BY: m.MANAGED_BY}},
+        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": pod["name"], "namespace": pod["namespace"],
+                           "uid": pod["uid"]},
+        "reason": reason, "message": message, "type": "Warning" if warning else "Normal",
+        "source": {"component": EVENT_COMPONENT}, "reportingComponent": EVENT_COMPONENT,
+        "reportingInstance": instance[:128], "firstTimestamp": at, "lastTimestamp": at, "count": 1,
+    }
+
+
+# A portal job that waits has no pod yet: its Waiting events name the job itself. No such resource
+# exists in the cluster (nothing checks an involvedObject); `kubectl get events -n <team>` lists them.
+WAITING_OBJECT = {"apiVersion": "tessera.io/v1", "kind": "TesseraJob"}
+
+
+def waiting_event_manifest(*, job_id: str, namespace: str, reason_code: str, message: str, at: str,
+                           instance: str, count: int = 1) -> dict:
+    """The Event that says why job `job_id` waits: reason `Waiting`, the engine's sentence, one per
+    (job, reason code), so a return to an earlier reason raises that event's count."""
+    name = m.check_name(f"tessera-job-{job_id}.waiting-{reason_code}", m.DNS_SUBDOMAIN, 253, "event name")
+    return {
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": name, "namespace": namespace,
+                     "labels": {m.LABEL_MANAGED_BY: m.MANAGED_BY, m.LABEL_JOB: job_id}},
+        "involvedObject": {**WAITING_OBJECT, "name": f"job-{job_id}", "namespace": namespace},
+        "reason": "Waiting", "message": message[:EVENT_MESSAGE_MAX], "type": "Normal",
+        "source": {"component": EVENT_COMPONENT}, "reportingComponent": EVENT_COMPONENT,
+        "reportingInstance": instance[:128], "firstTimestamp": at, "lastTimestamp": at, "count": count,
+    }
 
 
 def _now() -> str:
@@ -38,7 +88,7 @@ class PodEvents:
         """Record an event on `pod` (a client V1Pod); its name, or None when the cluster refused it."""
         meta = pod.metadata
         at = _now()
-        body = m.event_manifest(pod={"name": meta.name, "namespace": meta.namespace, "uid": meta.uid or ""},
+        body = event_manifest(pod={"name": meta.name, "namespace": meta.namespace, "uid": meta.uid or ""},
                                 reason=reason, message=message, warning=warning, at=at, instance=self.instance)
         name = body["metadata"]["name"]
         count = self._counts.get(name, 1) + 1  # if it is a repeat
@@ -52,11 +102,11 @@ class PodEvents:
         return name
 
     def record_waiting(self, job_id: str, namespace: str, reason_code: str, message: str, count: int) -> bool:
-        """Say why a job without pods waits (m.waiting_event_manifest). `count` is how many times it
+        """Say why a job without pods waits (waiting_event_manifest). `count` is how many times it
         has waited for this reason (the caller keeps that): above 1, the event exists and is
         raised to it; at 1, an existing one (a lost count) is left as it is. False when refused."""
         at = _now()
-        body = m.waiting_event_manifest(job_id=job_id, namespace=namespace, reason_code=reason_code,
+        body = waiting_event_manifest(job_id=job_id, namespace=namespace, reason_code=reason_code,
                                         message=message, at=at, instance=self.instance, count=count)
         raised = {"count": count, "lastTimestamp": at, "message": body["message"]} if count > 1 else None
         try:

@@ -44,7 +44,7 @@ MERGE_PATCH = "application/merge-patch+json"
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
-def _check(value: str, pattern: re.Pattern, limit: int, what: str) -> str:
+def check_name(value: str, pattern: re.Pattern, limit: int, what: str) -> str:
     # The schemas say only "string"; the API server would refuse these later, less clearly.
     if len(value) > limit or not pattern.match(value):
         raise ValueError(f"{what} {value!r} is not a valid Kubernetes name or label value")
@@ -66,7 +66,7 @@ def job_labels(req: BindRequest) -> dict[str, str]:
     }
     labels = {**dict(req.labels), **ours}  # ours win: the watch and selectors rely on them
     for value in labels.values():
-        _check(value, LABEL_VALUE, 63, "label value")
+        check_name(value, LABEL_VALUE, 63, "label value")
     return labels
 
 
@@ -95,13 +95,13 @@ def share_env(share: GpuShare | None) -> list[dict]:
 
 
 def token_secret_name(pod_name: str) -> str:
-    return _check(f"{pod_name}-checkpoint-token", DNS_SUBDOMAIN, 253, "secret name")
+    return check_name(f"{pod_name}-checkpoint-token", DNS_SUBDOMAIN, 253, "secret name")
 
 
 def pod_manifest(req: BindRequest, scheduler_name: str, mig_as_gpu: bool = False) -> dict:
     """The job's pod, left for our scheduler (schedulerName) to bind."""
-    _check(req.namespace, DNS_LABEL, 63, "namespace")
-    _check(req.pod_name, DNS_SUBDOMAIN, 253, "pod name")
+    check_name(req.namespace, DNS_LABEL, 63, "namespace")
+    check_name(req.pod_name, DNS_SUBDOMAIN, 253, "pod name")
     if not req.image.strip():  # no default: a made-up image would only fail later, as ImagePullBackOff
         raise ValueError("The job names no container image to run.")
     resource, quantity = _gpu_request(req, mig_as_gpu)
@@ -229,8 +229,8 @@ def rendezvous_env(rdzv: Rendezvous) -> list[dict]:
 def rendezvous_dns(rdzv: Rendezvous) -> dict:
     """The pod's hostname and subdomain: with the headless Service of the same name, the cluster's
     DNS answers <hostname>.<service> with the pod's address."""
-    _check(rdzv.service, _DNS_1035, 63, "service name")
-    return {"hostname": _check(rdzv.host(rdzv.member), DNS_LABEL, 63, "hostname"), "subdomain": rdzv.service}
+    check_name(rdzv.service, _DNS_1035, 63, "service name")
+    return {"hostname": check_name(rdzv.host(rdzv.member), DNS_LABEL, 63, "hostname"), "subdomain": rdzv.service}
 
 
 def rendezvous_service_manifest(req: BindRequest) -> dict:
@@ -240,7 +240,7 @@ def rendezvous_service_manifest(req: BindRequest) -> dict:
     assert rdzv is not None
     return {
         "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": _check(rdzv.service, _DNS_1035, 63, "service name"), "namespace": req.namespace,
+        "metadata": {"name": check_name(rdzv.service, _DNS_1035, 63, "service name"), "namespace": req.namespace,
                      "labels": {LABEL_MANAGED_BY: MANAGED_BY, LABEL_JOB: req.job_id, LABEL_RENDEZVOUS: rdzv.service}},
         "spec": {"clusterIP": "None", "selector": {LABEL_RENDEZVOUS: rdzv.service}, "publishNotReadyAddresses": True,
                  "ports": [{"name": "rendezvous", "port": rdzv.port, "protocol": "TCP"}]},
@@ -259,12 +259,12 @@ def workload_volumes(req: BindRequest) -> list[dict]:
     extra = req.attachments
     if extra.volume_claim:
         volumes.append({"name": "team-volume", "persistentVolumeClaim": {
-            "claimName": _check(extra.volume_claim, DNS_SUBDOMAIN, 253, "claim name")}})
+            "claimName": check_name(extra.volume_claim, DNS_SUBDOMAIN, 253, "claim name")}})
     if extra.file_secret:
         volumes.append({"name": "team-secret", "secret": {
-            "secretName": _check(extra.file_secret, DNS_SUBDOMAIN, 253, "secret name")}})
+            "secretName": check_name(extra.file_secret, DNS_SUBDOMAIN, 253, "secret name")}})
     if extra.env_secret:
-        _check(extra.env_secret, DNS_SUBDOMAIN, 253, "secret name")
+        check_name(extra.env_secret, DNS_SUBDOMAIN, 253, "secret name")
     return volumes
 
 
@@ -281,8 +281,8 @@ def workload_mounts(extra: Attachments) -> list[dict]:
 def native_label_patch(pod_uid: str, labels: Mapping[str, str], job_id: str, team: str) -> list[dict]:
     """A JSON patch that labels a native pod as job `job_id`'s, only if it is still the pod the
     intake read (the uid test: a pod deleted and created again under its name is a new pod)."""
-    merged = {**dict(labels), LABEL_JOB: _check(job_id, LABEL_VALUE, 63, "label value"),
-              LABEL_TEAM: _check(team, LABEL_VALUE, 63, "label value")}
+    merged = {**dict(labels), LABEL_JOB: check_name(job_id, LABEL_VALUE, 63, "label value"),
+              LABEL_TEAM: check_name(team, LABEL_VALUE, 63, "label value")}
     return [{"op": "test", "path": "/metadata/uid", "value": pod_uid},
             {"op": "add", "path": "/metadata/labels", "value": merged}]
 
@@ -356,51 +356,3 @@ def mig_parted_config(config_name: str, layouts: Mapping[int, Sequence[MigSlot]]
             entry["mig-devices"] = dict(sorted(counts.items()))
         entries.append(entry)
     return {"version": "v1", "mig-configs": {config_name: entries}}
-
-
-EVENT_COMPONENT = "tessera"  # source.component and reportingComponent: `kubectl describe` shows it
-EVENT_MESSAGE_MAX = 1024  # what the API server's event validation allows
-
-
-def event_name(pod_name: str, pod_uid: str, reason: str, message: str) -> str:
-    """One name per (pod, reason, message): a repeat answers 409, and the backend counts it on the
-    same event, as the kubelet's recorder folds repeats into one event with a count."""
-    digest = hashlib.sha256(f"{pod_uid}\0{reason}\0{message}".encode()).hexdigest()[:16]
-    return _check(f"{pod_name[:200]}.{digest}", DNS_SUBDOMAIN, 253, "event name")
-
-
-def event_manifest(*, pod: Mapping[str, str], reason: str, message: str, warning: bool, at: str,
-                   instance: str) -> dict:
-    """A core/v1 Event about a pod (`pod`: name, namespace, uid), dated `at` (RFC 3339)."""
-    message = message[:EVENT_MESSAGE_MAX]
-    return {
-        "apiVersion": "v1", "kind": "Event",
-        "metadata": {"name": event_name(pod["name"], pod["uid"], reason, message), "namespace": pod["namespace"],
-                     "labels": {LABEL_MANAGED_BY: MANAGED_BY}},
-        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": pod["name"], "namespace": pod["namespace"],
-                           "uid": pod["uid"]},
-        "reason": reason, "message": message, "type": "Warning" if warning else "Normal",
-        "source": {"component": EVENT_COMPONENT}, "reportingComponent": EVENT_COMPONENT,
-        "reportingInstance": instance[:128], "firstTimestamp": at, "lastTimestamp": at, "count": 1,
-    }
-
-
-# A portal job that waits has no pod yet: its Waiting events name the job itself. No such resource
-# exists in the cluster (nothing checks an involvedObject); `kubectl get events -n <team>` lists them.
-WAITING_OBJECT = {"apiVersion": "tessera.io/v1", "kind": "TesseraJob"}
-
-
-def waiting_event_manifest(*, job_id: str, namespace: str, reason_code: str, message: str, at: str,
-                           instance: str, count: int = 1) -> dict:
-    """The Event that says why job `job_id` waits: reason `Waiting`, the engine's sentence, one per
-    (job, reason code), so a return to an earlier reason raises that event's count."""
-    name = _check(f"tessera-job-{job_id}.waiting-{reason_code}", DNS_SUBDOMAIN, 253, "event name")
-    return {
-        "apiVersion": "v1", "kind": "Event",
-        "metadata": {"name": name, "namespace": namespace,
-                     "labels": {LABEL_MANAGED_BY: MANAGED_BY, LABEL_JOB: job_id}},
-        "involvedObject": {**WAITING_OBJECT, "name": f"job-{job_id}", "namespace": namespace},
-        "reason": "Waiting", "message": message[:EVENT_MESSAGE_MAX], "type": "Normal",
-        "source": {"component": EVENT_COMPONENT}, "reportingComponent": EVENT_COMPONENT,
-        "reportingInstance": instance[:128], "firstTimestamp": at, "lastTimestamp": at, "count": count,
-    }

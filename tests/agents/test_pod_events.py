@@ -2,8 +2,7 @@
 in `kubectl describe pod`, a repeat is counted on one event, and a cluster that refuses events
 never fails the action. tests/kube/test_inventory.py reads them back from the real API server."""
 
-from agents.backends import CheckpointRequest, Outcome, PreemptRequest
-from agents.backends import k8s_manifests as m
+from agents.backends import CheckpointRequest, Outcome, PreemptRequest, k8s_events
 from tests.agents.fake_kube_api import ApiError
 from tests.agents.k8s_schema import assert_valid
 from tests.agents.test_kubernetes_backend import _bind, cluster  # noqa: F401 - the fixture
@@ -17,7 +16,7 @@ def events(kube, reason=None) -> list[dict]:
 
 
 def test_the_event_is_a_valid_core_v1_event_about_the_pod():
-    body = m.event_manifest(pod={"name": POD, "namespace": NS, "uid": "u-1"}, reason="Scheduled",
+    body = k8s_events.event_manifest(pod={"name": POD, "namespace": NS, "uid": "u-1"}, reason="Scheduled",
                             message="x" * 5000, warning=False, at="2026-12-04T10:00:00Z", instance="worker-1")
     assert_valid(body)
     assert len(body["message"]) == 1024 and body["type"] == "Normal"
