@@ -20,6 +20,7 @@ from .mig import canonical_model
 from .plan import Allocation, Bind, Preempt, Repartition
 from .reasons import PreemptReason, WaitingReason
 from .reservations import Book
+from .sharing import replica_left
 from .state import GpuKey, GpuState, Member, NodeState, Outer, Shape
 from .types import Job, Nomination, Queue, Snapshot
 
@@ -79,6 +80,8 @@ class Session:
         self.memory_by_model: dict[str, float] | None = None  # smallest GPU memory (placement.common)
         self.fragment: Binding | None = None  # the placement scorer and its prior (placement.scored)
         self.allowed: dict[tuple[object, ...], tuple[str, ...]] = {}  # models per request (placement.common)
+        # whether any GPU of a (model, tier) has a replica that could hold a share (placement.slices)
+        self.replica_fits: dict[tuple[object, ...], bool] = {}
         self.slice_units: dict[tuple[object, ...], float] = {}  # per sub-GPU request (actions.common.min_units)
         self.supply: dict[str, ModelSupply] | None = None  # free/total units and ends per model (explain)
         self.release_curves: dict[tuple[str, ...], ReleaseCurve] = {}  # per model set (explain)
@@ -257,7 +260,11 @@ class Session:
                 mig = (outer, gpu.used_mask)
                 if gpu.busy < len(gpu.instances):
                     shapes = {inst[0].shape for inst in gpu.instances.values() if inst[1] is None}
-        elif usable and gpu.whole_job is None and gpu.milli_used < 1000 and gpu.node.offers_shares:
+        elif (usable and gpu.whole_job is None and gpu.milli_used < 1000 and gpu.node.offers_shares
+              and (not self.features.sharing_modes or replica_left(gpu))):
+            # A GPU whose replicas are all taken holds no more shares, milli left or not: listing
+            # it made every share request scan it. It comes back when a share leaves, and it would
+            # move then anyway (its free milli changes), so the index order is the same.
             share = (outer, 1000 - gpu.milli_used)
         keys = gpu.index_keys
         if keys.get("mig") != mig:

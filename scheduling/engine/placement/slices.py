@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from ..memory import SHARE_STEP_MILLI, share_milli, smallest_profile
 from ..mig import MigGeometry, MigProfile, geometry_for, masks_allowing, start_choices
-from ..sharing import held_milli, share_fits
+from ..sharing import held_milli, replica_holds, replica_key, share_fits
 from ..state import GpuState, Shape
 from ..types import Allocation, Job
 from . import scored
@@ -131,6 +131,8 @@ def _share_slot(session: Session, job: Job, model: str, tier: str) -> Slot | Non
     if milli is None:
         return None
     modes = session.features.sharing_modes  # the node's device plugin must offer this share (sharing.py)
+    if modes and not _some_replica_holds(session, job, model, tier):
+        return None
     # An MPS replica may hold a little less than `milli` (1000 // 3 = 333 where 8 GB of 24 GB rounds
     # up to 340), never a whole step less: share_fits checks each GPU's room exactly.
     least = milli - SHARE_STEP_MILLI if modes else milli
@@ -151,3 +153,17 @@ def _share_slot(session: Session, job: Job, model: str, tier: str) -> Slot | Non
     held = held_milli(gpu.node, milli) if modes else milli
     return gpu.node, Allocation(gpu_index=gpu.index, milli=held, memory_gb=job.gpu_memory_gb,
                                 mig_profile=None, mig_start=None)
+
+
+def _some_replica_holds(session: Session, job: Job, model: str, tier: str) -> bool:
+    """Some GPU of this model and tier has replicas that could hold the share, once per cycle and
+    kind of share: where none can (an MPS replica smaller than the need, time-slicing the job
+    does not accept), scanning every sharable GPU for each waiting job found nothing, at a
+    cost that grew with the cluster."""
+    key = (model, tier, *replica_key(job))
+    holds = session.replica_fits.get(key)
+    if holds is None:
+        holds = session.replica_fits[key] = any(
+            replica_holds(gpu, job) for node in session.nodes.values()
+            if node.model == model and node.tier == tier and node.offers_shares for gpu in node.gpus)
+    return holds
