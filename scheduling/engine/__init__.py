@@ -96,9 +96,11 @@ def _cycle(snapshot: Snapshot, config: str | Policy, idle_causes: bool) -> Plan:
     pending = explain(session)
     timings["explain"] = time.perf_counter() - began
     idle = idle_module.idle_causes(session, pending) if idle_causes else {}
-    timings["total"] = time.perf_counter() - started
-    return Plan(policy=policy.name, binds=tuple(session.binds),
+    plan = Plan(policy=policy.name, binds=tuple(session.binds),
                 preemptions=tuple(session.preemptions),
                 repartitions=tuple(session.repartitions), pending=pending, timings=timings,
                 faulty_gpus=session.faulty_gpus(), nominations=nominations.in_force(session),
                 idle=dict(idle))
+    session.close()
+    timings["total"] = time.perf_counter() - started
+    return plan

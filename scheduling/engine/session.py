@@ -125,6 +125,16 @@ class Session:
                 if action.mig_enabled:
                     self.settling_mig_nodes.add(action.node)
 
+    def close(self) -> None:
+        """Undo the references that make the cycle's objects a cycle (each GPU names its node,
+        each node lists its GPUs; the book names the session), so they are freed as the cycle
+        returns: left to the collector, its pass over them (290,000 objects at 4,000 nodes)
+        cost 0.4 s CPU after every cycle, a fifth of a steady one. The session is unusable after."""
+        for node in self.nodes.values():
+            node.gpus = []
+        self.book.items.clear()
+        del self.book
+
     # --- lookups ----------------------------------------------------------------------------
 
     def faulty_gpus(self) -> dict[str, tuple[str, ...]]:
