@@ -51,9 +51,18 @@ def ordered(session: Session, jobs: Iterable[Job], lending: bool = False) -> Ite
     heapq.heapify(heap)
     while heap:
         team = heapq.heappop(heap)[-1]
-        yield queues[team].pop()
-        if queues[team]:  # the team's ratio now counts what it was just given (entry penalty)
-            heapq.heappush(heap, _entry(session, team, queues[team][-1], by_history))
+        line = queues[team]
+        while line:
+            yield line.pop()
+            if not line:
+                break
+            # the team's ratio now counts what it was just given (entry penalty); while it is
+            # still the least served it goes on without a trip through the heap (entries never
+            # tie: each names its team)
+            entry = _entry(session, team, line[-1], by_history)
+            if heap and heap[0] < entry:
+                heapq.heappush(heap, entry)
+                break
 
 
 def _entry(session: Session, team: str, head: Job, by_history: bool) -> tuple[int, float, float, str]:

@@ -41,7 +41,8 @@ def reclaim(session: Session) -> None:
         victim = member.known_job
         return (member.borrowed and victim.team != job.team and victim.preemptible
                 and (job.production or not victim.production))
-    _evict_for(session, eligible, PreemptReason.RECLAIM, need_guarantee=True)
+    _evict_for(session, eligible, PreemptReason.RECLAIM, need_guarantee=True,
+               candidate=lambda m: m.borrowed and m.known_job.preemptible)
 
 
 def preempt(session: Session) -> None:
@@ -52,21 +53,37 @@ def preempt(session: Session) -> None:
         if victim.team == job.team or member.borrowed or session.features.priority_preemption:
             return True
         return job.production and within
-    _evict_for(session, eligible, PreemptReason.PREEMPT, need_guarantee=False)
+    _evict_for(session, eligible, PreemptReason.PREEMPT, need_guarantee=False,
+               candidate=lambda m: m.known_job.preemptible)
 
 
-def _evict_for(session: Session, eligible: Eligible, reason: PreemptReason, need_guarantee: bool) -> None:
+def _evict_for(session: Session, eligible: Eligible, reason: PreemptReason, need_guarantee: bool,
+               candidate: Callable[[Member], bool]) -> None:
+    """`candidate`: what `eligible` asks of a victim whatever the waiting job, so that each
+    pool below is built from those only."""
     attempts = session.features.preempt_attempts
-    runners = stoppable_runners(session)
+    runners = [m for m in stoppable_runners(session) if candidate(m)]
     if not runners:
         return
-    priorities = [m.known_job.priority for m in runners]  # runners are sorted by class
-    failed: set[tuple[RequestShape, str, int]] = set()  # request shapes that found no victims this cycle
     settled = session.now - session.features.min_runtime_s
+    # Thrash guard: a victim that just (re)started loses its restart cost again for
+    # nothing, so it is safe from everything but production for a while.
+    settled_runners = [m for m in runners if m.started_at <= settled]
+    sources = {True: (runners, [m.known_job.priority for m in runners]),  # sorted by class
+               False: (settled_runners, [m.known_job.priority for m in settled_runners])}
+    failed: set[tuple[RequestShape, str, int]] = set()  # request shapes that found no victims this cycle
+
+    def may_find(job: Job) -> bool:  # False: its pool below is empty whatever else it asks
+        source, priorities = sources[job.production]
+        return bool(source) and (need_guarantee or priorities[0] < job.priority)
+
+    # Leaving out jobs that could find no victim changes no one's turn: nothing is placed here,
+    # so the order of the others is the same (common.ordered).
+    waiting = [job for job in undecided_waiting(session) if may_find(job)]
     # The pool depends on the job only through these, and on which runners are already stopping:
     # built once per kind of waiting job, not once per job (a scan of every runner each).
     pools: dict[tuple[int, bool, str, bool, int], list[Member]] = {}
-    for job in ordered(session, undecided_waiting(session)):
+    for job in ordered(session, waiting):
         if attempts <= 0:
             return
         key = (request_shape(job), job.team, job.priority)
@@ -78,16 +95,14 @@ def _evict_for(session: Session, eligible: Eligible, reason: PreemptReason, need
             continue
         if not within and refused(session, job, units):
             continue
-        # Only a lower class can be preempted (reclaim also needs one: production aside, a
-        # victim's class never matters less than its borrowing); skip the rest cheaply.
-        lower = runners if need_guarantee else runners[:bisect_left(priorities, job.priority)]
-        # Thrash guard: a victim that just (re)started loses its restart cost again for
-        # nothing, so it is safe from everything but production for a while.
         pool_key = (job.priority, job.production, job.team, within, len(session.preempting))
         pool = pools.get(pool_key)
         if pool is None:
+            source, priorities = sources[job.production]
+            # Only a lower class can be preempted (reclaim also needs one: production aside, a
+            # victim's class never matters less than its borrowing); skip the rest cheaply.
+            lower = source if need_guarantee else source[:bisect_left(priorities, job.priority)]
             pool = pools[pool_key] = [m for m in lower if m.job_id not in session.preempting
-                                      and (job.production or m.started_at <= settled)
                                       and eligible(m, job, within)]
         if not pool:
             continue
