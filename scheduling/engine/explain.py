@@ -9,6 +9,7 @@ expected runtimes, and the job starts once enough units are free.
 from __future__ import annotations
 
 import bisect
+import heapq
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -79,7 +80,7 @@ def _release_curve(session: Session, models: Models) -> ReleaseCurve:
     each end cumulated), cached per model set so each estimate is a bisection."""
     if models not in session.release_curves:
         supply = _model_supply(session)
-        ends = sorted(e for m in models for e in supply[m].ends)
+        ends = list(heapq.merge(*(supply[m].ends for m in models)))  # each model's is sorted
         cumulative, running = [], 0.0
         for _, units in ends:
             running += units

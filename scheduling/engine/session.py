@@ -67,6 +67,8 @@ class Session:
         self.placed: set[str] = set()
         self.max_gpus_per_node = max((len(n.gpus) for n in snapshot.nodes), default=0)
         self.releases = 0  # bumps whenever capacity is given back (see actions.common)
+        self.occupancy = 0  # bumps whenever a member is added or removed
+        self.runners: tuple[int, list[Member]] | None = None  # (occupancy, stoppable runners) (actions.evict)
         # Worked out once per cycle, on first use, by the module named (what each depends on is
         # fixed for the cycle, or keyed by `releases`).
         self.deserved: dict[str, float] | None = None  # fair share per team (actions.common)
@@ -175,6 +177,7 @@ class Session:
             if reindex:
                 self.reindex_gpu(gpu)
         member.units = units
+        self.occupancy += 1
         if member.job is not None:
             node.free_cpu -= member.job.cpu_cores
             node.free_mem -= member.job.memory_gb
@@ -187,6 +190,7 @@ class Session:
     def release(self, member: Member, undo: bool = False) -> None:
         """Free a member's resources. `undo` also removes MIG instances created this cycle."""
         self.releases += 1
+        self.occupancy += 1
         node = self.nodes[member.node]
         for alloc in member.allocations:
             gpu = self.gpu(member.node, alloc.gpu_index)

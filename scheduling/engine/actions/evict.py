@@ -159,13 +159,14 @@ def _victims_under_reservations(session: Session, job: Job, pool: list[Member]) 
 
 def stoppable_runners(session: Session) -> list[Member]:
     """First member of every running job the engine may stop (not ones placed this cycle),
-    lowest class first."""
-    firsts = []
-    for job_id in sorted(session.members):
-        members = session.members[job_id]
-        if members[0].job is not None and not any(m.new for m in members):
-            firsts.append(members[0])
-    firsts.sort(key=lambda m: m.known_job.priority)
+    lowest class first, then by job id. Kept until a member comes or goes (reclaim and preempt
+    both ask); callers must not change the list."""
+    if session.runners is not None and session.runners[0] == session.occupancy:
+        return session.runners[1]
+    firsts = [members[0] for members in session.members.values()
+              if members[0].job is not None and not any(m.new for m in members)]
+    firsts.sort(key=lambda m: (m.known_job.priority, m.job_id))
+    session.runners = (session.occupancy, firsts)
     return firsts
 
 

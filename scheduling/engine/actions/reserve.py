@@ -101,14 +101,14 @@ def _end(session: Session, job_id: str) -> float:
     return end
 
 
-def _free_times(session: Session, node: NodeState, taken: set[GpuKey]) -> FreeTimes:
+def _free_times(session: Session, node: NodeState, taken: set[GpuKey], taken_nodes: set[str]) -> FreeTimes:
     """(expected free time, index, GPU) for the node's whole-GPU-capable GPUs not reserved,
     earliest first. Kept per node until the node changes (`version`): each blocked job that
-    reserves asks for every node of its models."""
+    reserves asks for every node of its models. `taken_nodes`: the nodes `taken` names."""
     cached = session.free_times.get(node.name)
     if cached is None or cached[0] != node.version:
         cached = session.free_times[node.name] = (node.version, _node_free_times(session, node))
-    if not taken:
+    if node.name not in taken_nodes:
         return cached[1]
     return [entry for entry in cached[1] if entry[2].key not in taken]
 
@@ -132,10 +132,11 @@ def earliest_gpus(session: Session, job: Job) -> tuple[float, list[GpuState]] | 
     models = set(allowed_models(session, job))
     tiers = tier_order(job, session.features.tiers)
     taken = session.book.taken
+    taken_nodes = {name for name, _ in taken}
     times: dict[str, FreeTimes] = {}
     for node in session.nodes.values():
         if node.model in models and node.tier in tiers and _host_members(node, job, 1):
-            times[node.name] = _free_times(session, node, taken)
+            times[node.name] = _free_times(session, node, taken, taken_nodes)
     if gang_nodes(session, job) > 1:
         return _gang(session, job, times, tiers)
     total = (job.gpus or 1) * job.gang_size
