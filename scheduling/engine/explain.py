@@ -308,7 +308,7 @@ def diagnose(session: Session, job: Job, by_shape: dict[tuple[object, ...], Reas
     if by_shape is None:
         return _capacity_reason(session, job)
     from .actions.common import request_shape
-    key = (request_shape(job), job.accepts_no_isolation, job.priority, job.team)
+    key = (request_shape(session, job), job.accepts_no_isolation, job.priority, job.team)
     reason = by_shape.get(key)
     if reason is None:
         reason = by_shape[key] = _capacity_reason(session, job)

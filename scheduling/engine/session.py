@@ -75,6 +75,8 @@ class Session:
         # (decayed use over capacity, share, capacity) per team (actions.common.fair_ratio)
         self.fair_basis: tuple[dict[str, float], dict[str, float], float] | None = None
         self.no_fit: dict[RequestShape, int] = {}  # request shape -> `releases` when it found no place
+        self.shapes: dict[str, RequestShape] = {}  # per job (actions.common.request_shape)
+        self._waiting: tuple[int, int, list[Job]] | None = None  # (occupancy, placed, waiting jobs)
         self.victim_keys: dict[str, VictimKey] = {}  # victim ranking per running job (actions.evict)
         self.job_ends: dict[str, float] = {}  # expected end per running job (actions.reserve)
         # (node version, expected free time of each GPU) per node (actions.reserve)
@@ -153,9 +155,14 @@ class Session:
         raise KeyError(f"node {node} has no GPU {index}")
 
     def waiting(self) -> list[Job]:
-        """Pending jobs still to decide: not bound in flight, not placed this cycle."""
-        return [j for j in self.snapshot.pending
-                if j.id not in self.members and j.id not in self.placed]
+        """Pending jobs still to decide: not bound in flight, not placed this cycle. Kept until a
+        member comes or goes or a job is placed (every action asks); callers must not change it."""
+        cached = self._waiting
+        if cached is not None and cached[0] == self.occupancy and cached[1] == len(self.placed):
+            return cached[2]
+        jobs = [j for j in self.snapshot.pending if j.id not in self.members and j.id not in self.placed]
+        self._waiting = (self.occupancy, len(self.placed), jobs)
+        return jobs
 
     def queue(self, team: str) -> Queue:
         """A team without a queue row has no guarantee, no burst limit and weight 1."""

@@ -26,7 +26,7 @@ def backfill(session: Session) -> None:
         book.level(job.priority)
         ends = session.now + job.expected_runtime_s
         passable = [r for r in book.active() if r.at >= ends]
-        key = (request_shape(job), tuple(r.holder for r in passable))
+        key = (request_shape(session, job), tuple(r.holder for r in passable))
         if not passable or key in failed:
             continue
         attempts -= 1

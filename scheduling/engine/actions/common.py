@@ -47,26 +47,25 @@ def ordered(session: Session, jobs: Iterable[Job], lending: bool = False) -> Ite
     for job in sorted(jobs, key=in_team, reverse=True):
         queues.setdefault(job.team, []).append(job)  # a stack: next job at the end
     by_history = lending and session.features.fair_history
-    heap = [_entry(session, team, q[-1], by_history) for team, q in queues.items()]
+    weights = {team: max(session.queue(team).weight, 1e-9) for team in queues}
+    heap = [_entry(session, team, q[-1], by_history, weights[team]) for team, q in queues.items()]
     heapq.heapify(heap)
     while heap:
         team = heapq.heappop(heap)[-1]
         line = queues[team]
         while line:
             yield line.pop()
-            if not line:
-                break
-            # the team's ratio now counts what it was just given (entry penalty); while it is
-            # still the least served it goes on without a trip through the heap (entries never
-            # tie: each names its team)
-            entry = _entry(session, team, line[-1], by_history)
-            if heap and heap[0] < entry:
-                heapq.heappush(heap, entry)
-                break
+            if line and heap:
+                # the team's ratio now counts what it was just given (entry penalty); while it
+                # is still the least served it goes on without a trip through the heap (entries
+                # never tie: each names its team), and alone it goes on regardless
+                entry = _entry(session, team, line[-1], by_history, weights[team])
+                if heap[0] < entry:
+                    heapq.heappush(heap, entry)
+                    break
 
 
-def _entry(session: Session, team: str, head: Job, by_history: bool) -> tuple[int, float, float, str]:
-    weight = max(session.queue(team).weight, 1e-9)
+def _entry(session: Session, team: str, head: Job, by_history: bool, weight: float) -> tuple[int, float, float, str]:
     over = fair_ratio(session, team) if by_history else 0.0
     return (-head.priority, over, session.usage.get(team, 0.0) / weight, team)
 
@@ -176,12 +175,17 @@ def burst_refusal(session: Session, job: Job, units: float, used: float | None =
             f"limit is {gpus(limit)} (guaranteed {gpus(q.guaranteed_gpus)})")
 
 
-def request_shape(job: Job) -> RequestShape:
+def request_shape(session: Session, job: Job) -> RequestShape:
     """What placement depends on: jobs with the same shape fit in the same places. Taking
-    capacity never makes room, so a shape that failed fails again until something is freed."""
-    return (job.gpu_models, job.gpus, job.gang_size, job.gpu_memory_gb, job.gpu_milli,
-            job.cpu_cores, job.memory_gb, job.production, job.checkpoints, job.preemptible,
-            job.kind, job.accepts_no_isolation, job.mig_profile)
+    capacity never makes room, so a shape that failed fails again until something is freed.
+    Kept per job for the cycle: every pass over the waiting jobs asks."""
+    shape = session.shapes.get(job.id)
+    if shape is None:
+        shape = session.shapes[job.id] = (
+            job.gpu_models, job.gpus, job.gang_size, job.gpu_memory_gb, job.gpu_milli, job.cpu_cores,
+            job.memory_gb, job.production, job.checkpoints, job.preemptible, job.kind,
+            job.accepts_no_isolation, job.mig_profile)
+    return shape
 
 
 def try_place(session: Session, job: Job, allow_borrow: bool, fair: bool = True) -> str:
@@ -199,7 +203,7 @@ def try_place(session: Session, job: Job, allow_borrow: bool, fair: bool = True)
             session.reasons[job.id] = refusal
             return DENIED
     used_before = session.usage.get(job.team, 0.0)
-    shape = request_shape(job)
+    shape = request_shape(session, job)
     failed = session.no_fit
     if failed.get(shape) == session.releases:
         return NO_FIT  # the same request failed and nothing was freed since

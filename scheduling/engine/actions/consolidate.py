@@ -52,7 +52,7 @@ def consolidate(session: Session) -> None:
     for job in ordered(session, undecided_waiting(session)):
         if attempts <= 0 or not movable:
             return
-        key = request_shape(job)
+        key = request_shape(session, job)
         if key in failed or not as_whole(session, job) or not _admitted(session, job) \
                 or _starts_soon(session, job):
             continue

@@ -86,7 +86,7 @@ def _evict_for(session: Session, eligible: Eligible, reason: PreemptReason, need
     for job in ordered(session, waiting):
         if attempts <= 0:
             return
-        key = (request_shape(job), job.team, job.priority)
+        key = (request_shape(session, job), job.team, job.priority)
         if key in failed:
             continue
         units = min_units(session, job)

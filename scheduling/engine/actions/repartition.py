@@ -210,7 +210,7 @@ def repartition(session: Session) -> None:
     for job in ordered(session, waiting):
         if attempts <= 0:
             break
-        shape = request_shape(job)
+        shape = request_shape(session, job)
         if shape in failed or not _admitted(session, job, planned_units):
             continue
         if session.features.reserve:
