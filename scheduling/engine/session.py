@@ -86,6 +86,8 @@ class Session:
         self.allowed: dict[tuple[object, ...], tuple[str, ...]] = {}  # models per request (placement.common)
         # whether any GPU of a (model, tier) has a replica that could hold a share (placement.slices)
         self.replica_fits: dict[tuple[object, ...], bool] = {}
+        # (buckets, masks with a bucket that leave room) per (model, tier, MIG shape) (placement.slices)
+        self.mig_masks: dict[tuple[str, str, Shape], tuple[int, list[int]]] = {}
         self.slice_units: dict[tuple[object, ...], float] = {}  # per sub-GPU request (actions.common.min_units)
         self.supply: dict[str, ModelSupply] | None = None  # free/total units and ends per model (explain)
         self.release_curves: dict[tuple[str, ...], ReleaseCurve] = {}  # per model set (explain)

@@ -134,7 +134,7 @@ def _mig_units(geometry: MigGeometry, name: str) -> float:
 
 class NodeState:
     __slots__ = ("node", "name", "tier", "model", "free_cpu", "free_mem", "gpus", "ready",
-                 "index_keys", "offers_whole", "offers_shares", "version")
+                 "index_keys", "offers_whole", "offers_shares", "version", "_free")
 
     def __init__(self, node: Node, model: str, sharing_modes: bool = False):
         self.node = node
@@ -152,17 +152,26 @@ class NodeState:
         self.gpus = [GpuState(self, gpu, geometry) for gpu in node.gpus]
         self.index_keys: dict[str, Any] = {}
         self.version = 0  # bumped whenever the session reindexes it: what is cached per node is stale
+        self._free: tuple[int, list[int]] | None = None  # (version, free_whole())
 
     def fits_host(self, job: Job, members: int = 1) -> bool:
         return (self.free_cpu >= job.cpu_cores * members - 1e-9
                 and self.free_mem >= job.memory_gb * members - 1e-9)
 
     def free_whole(self) -> list[int]:
-        if not self.ready or not self.offers_whole:
-            return []
-        # whole_free inlined: this runs for every candidate node of every whole-GPU job
-        return [g.index for g in self.gpus if not g.mig_enabled and g.whole_job is None
-                and not g.shares and g.healthy and not g.settling and g.reserved is None]
+        """Indexes of its free whole GPUs, kept until the session reindexes the node (which it
+        does after every change to its GPUs): every candidate node of every whole-GPU job and
+        gang asks, often several times. Callers must not change the list."""
+        cached = self._free
+        if cached is not None and cached[0] == self.version:
+            return cached[1]
+        free = [] if not self.ready or not self.offers_whole else [
+            # whole_free inlined
+            g.index for g in self.gpus if not g.mig_enabled and g.whole_job is None
+            and not g.shares and g.healthy and not g.settling and g.reserved is None]
+        if self.version:  # 0: still loading, GPUs change without a reindex
+            self._free = (self.version, free)
+        return free
 
 
 class Member:

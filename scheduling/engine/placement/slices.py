@@ -102,11 +102,11 @@ def _mig_slot(session: Session, job: Job, model: str, tier: str, geometry: MigGe
     buckets = session.mig.get((model, tier))
     if not buckets:
         return None
-    allowed = _masks(geometry, profile)
-    present = sorted((m for m, b in buckets.items() if b and m in allowed),
-                     key=allowed.__getitem__)
-    for mask in present:
-        for gpu in buckets[mask].values():
+    for mask in _allowed_present(session, model, tier, geometry, profile):
+        bucket = buckets[mask]
+        if not bucket:
+            continue
+        for gpu in bucket.values():
             if gpu.can_create(profile) and gpu.node.fits_host(job):
                 start = start_choices(geometry, mask, profile)[0]
                 return gpu.node, _mig_allocation(gpu, profile, start)
@@ -114,6 +114,21 @@ def _mig_slot(session: Session, job: Job, model: str, tier: str, geometry: MigGe
 
 
 _MASKS: dict = {}
+
+
+def _allowed_present(session: Session, model: str, tier: str, geometry: MigGeometry,
+                     profile: MigProfile) -> list[int]:
+    """The masks the MIG index of (model, tier) has a bucket for (empty or not) that leave room
+    for the profile, fullest first. Buckets are never removed, so the same number of them is
+    the same set: kept until one is added, not filtered and sorted again per request."""
+    buckets = session.mig[(model, tier)]
+    key = (model, tier, profile.shape)
+    cached = session.mig_masks.get(key)
+    if cached is None or cached[0] != len(buckets):
+        allowed = _masks(geometry, profile)
+        cached = session.mig_masks[key] = (len(buckets), sorted((m for m in buckets if m in allowed),
+                                                               key=allowed.__getitem__))
+    return cached[1]
 
 
 def _masks(geometry: MigGeometry, profile: MigProfile) -> dict[int, int]:
