@@ -44,8 +44,8 @@ def share_refusal(*, gpu_memory_gb: float, gpu_models: Sequence[str], accepts_no
     """Why a memory-bounded share of `gpu_memory_gb` could run on no ready node, in the words the
     submitter reads; "" when one could take it (engine/sharing.py's rules: a MIG slice that holds
     it, an MPS replica as large, or time-slicing for a job that accepts no isolation)."""
-    if not get_policy(settings.TESSERA_POLICY).features.sharing_modes:
-        return ""  # the policy shares by memory anywhere, as its own device plugin would
+    if not get_policy(settings.TESSERA_POLICY).features.sharing:
+        return ""  # the policy gives a sub-GPU job a whole GPU (placement.as_whole): nothing to refuse
     nodes = Node.objects.filter(state=Node.State.READY, schedulable=True).prefetch_related("gpus")
     for node in nodes:
         for gpu in node.gpus.all():

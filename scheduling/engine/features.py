@@ -37,11 +37,8 @@ class Features:
     topology: bool = False       # lowest all-reduce cost group for multi-GPU jobs
     tiers: bool = False          # reserved / on-demand / spot routing
     mig: bool = False            # sub-GPU jobs go to MIG instances
-    sharing: bool = False        # sub-GPU jobs may share a non-MIG GPU (milli shares)
-    share_mig_capable: bool = False  # ...also on MIG-capable GPUs in whole mode
-    sharing_modes: bool = False  # shares follow each node's device-plugin mode (MPS, time-slicing, none)
-    #                              and sharing nodes offer no whole GPU (sharing.py); off for the
-    #                              baselines whose own device plugins share (HAMi, volcano-vgpu)
+    sharing: bool = False        # sub-GPU jobs may take a replica where a node's device plugin shares
+    #                              (MPS, time-slicing: engine/sharing.py, the same rules for every policy)
     memory_aware: bool = False   # a job only goes where its memory need fits
     production_shares: bool = True  # production inference with no free slice shares a whole-mode
     #                                 GPU rather than taking a whole one (needs gang and sharing)

@@ -48,7 +48,7 @@ TESSERA = register(Policy(
     name="tessera",
     features=Features(gang=True, quota=True, fairshare=True, fair_history=True, team_order=True,
                       reserve=True, topology=True, tiers=True, mig=True, sharing=True, memory_aware=True,
-                      packing="binpack", victim_order="lost-work", sharing_modes=True),
+                      packing="binpack", victim_order="lost-work"),
 ))
 
 # tessera plus consolidation (actions/consolidate.py): moves checkpointing jobs into gaps so a
@@ -122,7 +122,7 @@ KUEUE = register(Policy(
 
 register(Policy(
     name="kueue-mig",
-    features=replace(KUEUE.features, mig=True, mig_static=True, sharing=True, share_mig_capable=True,
+    features=replace(KUEUE.features, mig=True, mig_static=True, sharing=True,
                      share_production_only=True, share_packing="binpack"),
     actions=KUEUE.actions,
     doc="""kueue plus static MIG and memory-bounded sharing for serving.
@@ -131,10 +131,12 @@ register(Policy(
     layout change, ever (no repartition action; mig_static creates no instance); a sub-GPU job
     takes the smallest idle instance that holds its memory (the device plugin's mixed
     strategy, the user naming the profile), else a larger idle one; production serving that
-    finds no instance shares a whole-mode GPU, memory-bounded (HAMi or MPS with a memory
-    limit; fullest GPU first, HAMi's gpu-scheduler-policy binpack).
+    finds no instance takes a replica where the cluster runs the NVIDIA device plugin in MPS
+    mode (nvidia.com/gpu.shared, each replica pinned to 1/replicas of the GPU's memory, at most
+    replicas per GPU, fullest GPU first: engine/sharing.py, the same rules as every policy);
+    nowhere else, as a node with the plain plugin offers no shares to any scheduler.
     Leaves out: non-serving work on shares (notebooks and evaluations wait for an instance),
-    HAMi's compute-core limits, and re-partitioning by hand between runs.""",
+    HAMi (no generated cluster installs it), and re-partitioning by hand between runs.""",
 ))
 
 register(Policy(
@@ -142,23 +144,28 @@ register(Policy(
     features=Features(gang=True, quota=True, fairshare=True, sharing=True, memory_aware=True,
                       packing="binpack", min_runtime_s=0.0, nominate=True),
     actions=("allocate", "reclaim", "preempt"),
-    doc="""Volcano with the volcano-vgpu (HAMi) device plugin, configured for a shared GPU cluster.
+    doc="""Volcano with the NVIDIA device plugin's sharing modes, configured for a shared GPU cluster.
     Models: the gang plugin (a PodGroup's minMember pods all start or none); one Queue per team
     with the capacity plugin's guarantee and capability (engine quota: guarantee, burst limit)
     and the proportion plugin's deserved share (engine fairshare: weight water-filling, as
     fairshare.py computes it); the priority plugin (class, then creation time); the binpack
-    plugin for GPUs; volcano-vgpu's memory-bounded sharing of whole GPUs for any sub-GPU pod
-    (fullest GPU first); the reclaim action (a queue under its deserved share takes back what
-    others borrowed) and the preempt action (lower-priority jobs of the same queue, or
-    borrowed ones); a preemptor pipelined onto what its victims are releasing (FutureIdle,
-    nominatedNodeName first) ahead of lower-priority jobs (nominate, engine/nominations.py).
+    plugin for GPUs; sub-GPU pods on the replicas the cluster offers, where its nodes run the
+    NVIDIA device plugin in MPS mode (GPU Operator per-node config; each replica pinned to
+    1/replicas of the GPU's memory, fullest GPU first; time-slicing only for pods that accept no
+    isolation: engine/sharing.py, the same rules as every policy); the reclaim action (a queue
+    under its deserved share takes back what others borrowed) and the preempt action
+    (lower-priority jobs of the same queue, or borrowed ones); a preemptor pipelined onto what
+    its victims are releasing (FutureIdle, nominatedNodeName first) ahead of lower-priority
+    jobs (nominate, engine/nominations.py).
     Leaves out: MIG (the scenario's MIG GPUs are whole GPUs here), HyperNode network-topology
     scheduling (opt-in), the enqueue action's overcommit factor, the backfill action (it is
-    for BestEffort pods without requests), and vGPU compute-core limits.""",
+    for BestEffort pods without requests), and volcano-vgpu / HAMi, which would share any GPU
+    of a node that runs it: no generated cluster installs it, so no policy gets it.""",
 ))
 
-# Best fit on integer GPUs with memory-bounded sharing and gangs, no MIG, topology or tiers:
-# the BestFit baseline of the fragmentation experiments.
+# Best fit on integer GPUs with gangs, no MIG, topology or tiers, sub-GPU pods on the MPS or
+# time-slicing replicas the cluster's device plugin offers (engine/sharing.py): the BestFit
+# baseline of the fragmentation experiments.
 register(Policy(
     name="binpack", features=Features(gang=True, sharing=True, memory_aware=True, packing="binpack"),
     actions=("allocate",),

@@ -98,7 +98,7 @@ class Session:
 
     def _load(self, snapshot: Snapshot) -> None:
         for node in sorted(snapshot.nodes, key=lambda n: n.name):
-            self.nodes[node.name] = NodeState(node, canonical_model(node.gpu_model), self.features.sharing_modes)
+            self.nodes[node.name] = NodeState(node, canonical_model(node.gpu_model))
         self._apply_in_flight_layouts(snapshot)
         for run in snapshot.running:
             self.occupy(Member(run.job.id, run.job.team, run.job, run.node, run.allocations,
@@ -284,7 +284,7 @@ class Session:
                 if gpu.busy < len(gpu.instances):
                     shapes = {inst[0].shape for inst in gpu.instances.values() if inst[1] is None}
         elif (usable and gpu.whole_job is None and gpu.milli_used < 1000 and gpu.node.offers_shares
-              and (not self.features.sharing_modes or replica_left(gpu))):
+              and replica_left(gpu)):
             # A GPU whose replicas are all taken holds no more shares, milli left or not: listing
             # it made every share request scan it. It comes back when a share leaves, and it would
             # move then anyway (its free milli changes), so the index order is the same.

@@ -9,8 +9,9 @@ On Kubernetes a share is a replica the NVIDIA device plugin hands out (docs/refe
   (`Job.accepts_no_isolation`) goes there.
 - "none": the plugin offers whole GPUs only; a share there would be a whole exclusive GPU.
 The plugin applies one mode to every GPU of a node and, sharing, offers no whole GPU beside the
-replicas; a GPU holds at most `replicas` shares. Policies with `Features.sharing_modes` follow
-this; the baselines that model other device plugins (HAMi, volcano-vgpu) do not.
+replicas; a GPU holds at most `replicas` shares. Every policy follows this, baselines included:
+which device plugin runs on a node is the cluster's configuration, not a scheduler's, so no
+policy shares a GPU the cluster does not offer as replicas and none is denied one it does.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def no_sharing_reason(session: Session, job: Job, models: Models) -> tuple[Waiti
     """Why a share of `job` can run on no node it may use, or None when some node could take it
     or a MIG slice could (then the usual "no free slice" reasons apply). Production inference
     takes whole GPUs instead (placement), so it is never told this."""
-    if not session.features.sharing_modes or job.production:
+    if not session.features.sharing or job.production:
         return None
     if session.features.mig and any(_slice_exists(model, job) for model in models):
         return None

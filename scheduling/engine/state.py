@@ -136,7 +136,7 @@ class NodeState:
     __slots__ = ("node", "name", "tier", "model", "free_cpu", "free_mem", "gpus", "ready",
                  "index_keys", "offers_whole", "offers_shares", "version", "_free")
 
-    def __init__(self, node: Node, model: str, sharing_modes: bool = False):
+    def __init__(self, node: Node, model: str):
         self.node = node
         self.name = node.name
         self.tier = node.tier
@@ -144,10 +144,10 @@ class NodeState:
         self.free_cpu = float(node.cpu_cores)
         self.free_mem = float(node.memory_gb)
         self.ready = node.state == NODE_READY
-        # Features.sharing_modes: a sharing device plugin offers replicas only, a plain one whole
-        # GPUs only (engine/sharing.py); otherwise every GPU may be either, as before.
-        self.offers_whole = not sharing_modes or node.sharing == SHARING_NONE
-        self.offers_shares = not sharing_modes or node.sharing != SHARING_NONE
+        # A sharing device plugin offers replicas only, a plain one whole GPUs only (engine/sharing.py),
+        # whatever the policy: the node's plugin is a fact of the cluster, not a scheduler's choice.
+        self.offers_whole = node.sharing == SHARING_NONE
+        self.offers_shares = node.sharing != SHARING_NONE
         geometry = geometry_for(model)
         self.gpus = [GpuState(self, gpu, geometry) for gpu in node.gpus]
         self.index_keys: dict[str, Any] = {}

@@ -108,18 +108,29 @@ def test_production_with_no_share_anywhere_takes_a_whole_gpu_rather_than_wait():
     assert binds_by_job(plan)["web"][0].allocations[0].milli == 1000
 
 
-def test_baselines_modelling_their_own_device_plugin_share_anywhere():
-    # volcano models the volcano-vgpu (HAMi) device plugin, which shares by memory whatever the labels say.
-    plan = place([node("p", gpus=1, **L4)], [notebook("nb", 4.0)], policy="volcano")
-    assert binds_by_job(plan)["nb"][0].allocations[0].milli < 1000
+SHARING_POLICIES = ("tessera", "volcano", "binpack", "kueue-mig")
 
 
-def test_a_refused_share_does_not_turn_away_one_that_accepts_time_slicing():
-    # Placement caches a request shape that found no place for the rest of the cycle
-    # (actions.common.request_shape); consent to no isolation is part of that shape, or the
-    # second notebook, identical but for it, would be refused from the first one's failure.
+@pytest.mark.parametrize("policy", SHARING_POLICIES)
+def test_no_policy_shares_a_gpu_the_cluster_does_not_offer_as_replicas(policy):
+    # The device plugin on a node is the cluster's configuration: a baseline modelling HAMi or
+    # volcano-vgpu gets no share where the node runs the plain plugin, tessera none either.
+    plan = place([node("p", gpus=1, **L4)], [notebook("nb", 4.0)], policy=policy)
+    assert "nb" not in binds_by_job(plan)
+
+
+@pytest.mark.parametrize("policy", SHARING_POLICIES)
+def test_every_sharing_policy_takes_an_mps_replica_and_no_whole_gpu_on_an_mps_node(policy):
     plan = place(
-        [node("t", gpus=1, sharing="time-slicing", replicas=4, **L4)],
-        [notebook("a-strict", 4.0), notebook("b-lenient", 4.0, accepts_no_isolation=True)],
+        [node("m", gpus=2, sharing="mps", replicas=4, **L4)],
+        [inference("web", 4.0), job("train", gpus=1, gpu_models=("L4",))],  # kueue-mig shares serving only
+        policy=policy,
     )
-    assert "a-strict" not in binds_by_job(plan) and "b-lenient" in binds_by_job(plan)
+    jobs = binds_by_job(plan)
+    assert jobs["web"][0].node == "m" and jobs["web"][0].allocations[0].milli < 1000
+    assert "train" not in jobs  # the node offers replicas only, to every policy alike
+
+
+def test_a_policy_that_does_not_share_gets_no_whole_gpu_on_a_sharing_node_either():
+    plan = place([node("m", gpus=8, sharing="mps", replicas=2)], [job("train", gpus=1)], policy="k8s-default")
+    assert "train" not in binds_by_job(plan)

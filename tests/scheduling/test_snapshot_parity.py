@@ -43,10 +43,17 @@ NO_STALL = Knobs(restart_min_s=0.0, restart_max_s=0.0)  # the live system learns
 
 
 def scenario(tmp_path) -> Simulation:
-    doc = cluster_doc([group(prefix="h100-", mig_enabled_gpus=1), group(prefix="pair-", count=2, leaf="leaf-2")],
-                      prices_per_gpu_hour={"H100-80GB": {"reserved": PRICE, "on-demand": 6.9, "spot": 2.8}})
+    doc = cluster_doc([group(prefix="h100-", mig_enabled_gpus=1), group(prefix="pair-", count=2, leaf="leaf-2"),
+                       # the device plugin in MPS mode (GFD's labels on the live side): replicas only;
+                       # L4s have no MIG, so the share goes there and nowhere else
+                       group(prefix="mps-", gpus=2, leaf="leaf-3", gpu_model="L4", gpu_memory_gb=24,
+                             interconnect="pcie", mig_capable=False, gpu_sharing="mps", gpu_replicas=4)],
+                      prices_per_gpu_hour={"H100-80GB": {"reserved": PRICE, "on-demand": 6.9, "spot": 2.8},
+                                           "L4": {"reserved": 0.5, "on-demand": 0.8, "spot": 0.3}})
     spec, jobs = load(tmp_path, doc, [
         job("serve", submit=BASE, duration=100_000, gpus=0, mem=30, kind="inference", priority="production"),
+        job("embed", submit=BASE, duration=100_000, gpus=0, mem=5, kind="inference", priority="production",
+            gpu_model="L4"),
         job("train", submit=BASE, duration=20_000, gpus=4, mem=80, checkpoint_interval_s=600, checkpoint_s=20),
         # Saving takes longer than the grace period: a stop rolls it back to its last checkpoint.
         job("resume", submit=BASE, duration=20_000, gpus=2, mem=80, checkpoint_interval_s=600, checkpoint_s=900),
@@ -114,7 +121,9 @@ def _node_rows(sim: Simulation, name: str, info, spine: NetworkSwitch) -> None:
                                defaults={"price_per_gpu_hour": Decimal(str(info.price))})
     node = Node.objects.create(name=name, tier=tier, leaf_switch=leaf, gpu_model=g.gpu_model,
                                interconnect=g.interconnect, cpu_cores=int(g.cpu_cores), memory_gb=int(g.memory_gb),
-                               nics=g.nics, nic_gbps=round(g.nic_gb_s / 0.12))
+                               nics=g.nics, nic_gbps=round(g.nic_gb_s / 0.12),
+                               # as the inventory poll reads GFD's sharing labels
+                               gpu_sharing=g.gpu_sharing, gpu_replicas=g.gpu_replicas)
     for index in range(g.gpus_per_node):
         layout = sim.backend.layouts[name].get(index)
         gpu = Gpu.objects.create(node=node, index=index, uuid=f"{name}-gpu{index}", model=g.gpu_model,
@@ -221,11 +230,15 @@ def test_the_scenario_holds_what_the_comparison_needs(both):
     simulated, _live, ids = both
     running = {r.job.id: r for r in simulated.running}
     pending = {j.id: j for j in simulated.pending}
-    assert set(running) == {ids["serve"], ids["train"], ids["notebook"], ids["gang"]}
+    assert set(running) == {ids["serve"], ids["embed"], ids["train"], ids["notebook"], ids["gang"]}
     assert set(pending) == {ids["resume"]}
     gang = [r for r in simulated.running if r.job.id == ids["gang"]]
     assert sorted(r.node for r in gang) == ["pair-01", "pair-02"] and sorted(r.member for r in gang) == [0, 1]
     assert running[ids["serve"]].allocations[0].mig_profile is not None
+    # An MPS replica: the node's sharing mode and replicas reach the engine from both sides.
+    assert running[ids["embed"]].node == "mps-01" and running[ids["embed"]].allocations[0].milli < 1000
+    mps = next(n for n in simulated.nodes if n.name == "mps-01")
+    assert (mps.sharing, mps.share_replicas) == ("mps", 4)
     gpus = {g.index: g for g in next(n for n in simulated.nodes if n.name == "h100-01").gpus}
     assert gpus[7].layout_changed_at == BASE + 500 and gpus[7].mig_enabled
     # Resumed and preempted jobs: less runtime left than they asked for, a checkpoint in this run.

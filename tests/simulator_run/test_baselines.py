@@ -13,6 +13,8 @@ from scheduling.simulator.run.policies import REPLICAS, static_mig_layout
 from .helpers import cluster_doc, group, job, load
 
 HOUR = 3600.0
+# The cluster must offer time-slicing for timeslice to share (engine/sharing.py applies to every policy).
+TIME_SLICED = {"gpu_sharing": "time-slicing", "gpu_replicas": REPLICAS}
 
 
 def test_kueue_mig_keeps_the_scenarios_mig_layout_for_the_whole_run(tmp_path):
@@ -31,7 +33,7 @@ def test_kueue_mig_keeps_the_scenarios_mig_layout_for_the_whole_run(tmp_path):
 
 
 def test_timeslice_puts_at_most_replicas_pods_on_a_gpu_and_spreads_them(tmp_path):
-    doc = cluster_doc(groups=[group("n-", gpus=2)])
+    doc = cluster_doc(groups=[group("n-", gpus=2, **TIME_SLICED)])
     rows = [job(f"s{i}", duration=10 * HOUR, gpus=0, mem=5, kind="inference", priority="production")
             for i in range(2 * REPLICAS + 3)]
     spec, jobs = load(tmp_path, doc, rows + [job("end", submit=HOUR, gpus=0, mem=5)])
@@ -43,7 +45,7 @@ def test_timeslice_puts_at_most_replicas_pods_on_a_gpu_and_spreads_them(tmp_path
 
 
 def test_timeslice_spreads_replicas_over_gpus(tmp_path):
-    doc = cluster_doc(groups=[group("n-", gpus=4)])
+    doc = cluster_doc(groups=[group("n-", gpus=4, **TIME_SLICED)])
     rows = [job(f"s{i}", duration=10 * HOUR, gpus=0, mem=5, kind="inference", priority="production")
             for i in range(4)]
     spec, jobs = load(tmp_path, doc, rows + [job("end", submit=HOUR, gpus=0, mem=5)])

@@ -147,7 +147,7 @@ def test_spot_reclaim_with_a_fast_checkpoint_loses_nothing(tmp_path):
 
 
 def test_timeslice_ignores_memory_and_fails_with_oom(tmp_path):
-    doc = cluster_doc(groups=[group(gpus=1)])
+    doc = cluster_doc(groups=[group(gpus=1, gpu_sharing="time-slicing", gpu_replicas=4)])
     rows = [job(f"s{i}", gpus=0, mem=50, duration=3000, kind="inference", priority="production",
                 submit=i) for i in range(2)] + [job("end", submit=2000, gpus=0, mem=1, kind="batch")]
     sliced = _run(tmp_path, rows, "timeslice", doc)

@@ -65,8 +65,9 @@ def test_the_simulation_credits_a_declared_need(tmp_path):
 def test_shares_of_one_gpu_never_count_for_more_than_it(tmp_path):
     # Four 20 GB notebooks on one 80 GB H100, memory-bounded shares of a quarter each: each needs
     # a 2g.20gb slice's compute (2/7), but together they hold one GPU, so they count for at most
-    # one (times the share's efficiency), never 4 x 2/7.
-    doc = cluster_doc(groups=[group(gpus=1, mig_capable=False)])
+    # one (times the share's efficiency), never 4 x 2/7. The node's device plugin runs MPS with
+    # four 20 GB replicas: no policy shares a GPU the cluster does not offer as replicas.
+    doc = cluster_doc(groups=[group(gpus=1, mig_capable=False, gpu_sharing="mps", gpu_replicas=4)])
     rows = [job(f"nb-{i}", duration=7200, gpus=0, mem=20, kind="interactive", priority="interactive")
             for i in range(4)] + [job("end", submit=3600, gpus=0, mem=1, kind="batch")]
     spec, jobs = load(tmp_path, doc, rows)

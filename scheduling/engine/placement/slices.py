@@ -26,10 +26,8 @@ def find_slice(session: Session, job: Job, models: Models) -> Slot | None:
             hit = _mig_slot(session, job, model, tier, geometry)
             if hit:
                 return hit
-            # Following node modes, a share goes where the node's device plugin shares (MIG-capable
-            # or not): the cluster's admin chose sharing for that node.
-            if not (features.share_mig_capable or features.sharing_modes):
-                continue
+            # A share goes where the node's device plugin shares, MIG-capable or not: the cluster's
+            # admin chose sharing for that node (sharing.py).
         if job.mig_profile:  # a pinned profile has no share to fall back on
             continue
         if features.sharing and (job.production or not features.share_production_only):
@@ -145,17 +143,15 @@ def _share_slot(session: Session, job: Job, model: str, tier: str) -> Slot | Non
     milli = share_milli(job.gpu_memory_gb, model_memory(session)[model], job.gpu_milli)
     if milli is None:
         return None
-    modes = session.features.sharing_modes  # the node's device plugin must offer this share (sharing.py)
-    if modes and not _some_replica_holds(session, job, model, tier):
+    if not _some_replica_holds(session, job, model, tier):  # the node's device plugin must offer it
         return None
     # An MPS replica may hold a little less than `milli` (1000 // 3 = 333 where 8 GB of 24 GB rounds
     # up to 340), never a whole step less: share_fits checks each GPU's room exactly.
-    least = milli - SHARE_STEP_MILLI if modes else milli
-    keys = sorted((k for k, v in buckets.items() if k >= least and v),
+    keys = sorted((k for k, v in buckets.items() if k >= milli - SHARE_STEP_MILLI and v),
                   reverse=session.features.share_packing != "binpack")
     fitting = (gpu for key in keys for gpu in buckets[key].values()
                if gpu.memory_gb - gpu.mem_used >= job.gpu_memory_gb - 1e-9 and gpu.node.fits_host(job)
-               and (not modes or share_fits(gpu, job, milli)))
+               and share_fits(gpu, job, milli))  # the node's device plugin must offer this share
     bound = scored.binding(session)
     if bound is None:
         gpu = next(fitting, None)
@@ -165,7 +161,7 @@ def _share_slot(session: Session, job: Job, model: str, tier: str) -> Slot | Non
     if gpu is None:
         return None
     # What the share holds on the chosen GPU: an MPS node's replica, else its memory fraction.
-    held = held_milli(gpu.node, milli) if modes else milli
+    held = held_milli(gpu.node, milli)
     return gpu.node, Allocation(gpu_index=gpu.index, milli=held, memory_gb=job.gpu_memory_gb,
                                 mig_profile=None, mig_start=None)
 

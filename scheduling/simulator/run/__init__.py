@@ -72,6 +72,8 @@ SHAPE_ARGUMENTS = (  # (option, type, help)
                              "(e.g. H100-80GB/nvswitch/reserved,A100-40GB/pcie/on-demand=0.25)"),
     ("--mig-capable-share", float, "share of each part's nodes whose GPUs can do MIG"),
     ("--mig-share", float, "share of reserved MIG-capable nodes that start in MIG mode"),
+    ("--mps-share", float, "share of nodes whose device plugin runs MPS (from the first part, not in MIG mode)"),
+    ("--mps-replicas", int, "MPS replicas per GPU on those nodes"),
     ("--spine-oversubscription", float, "cross-spine oversubscription (1 = none)"),
     ("--gang-mix", parse_gang_mix, "training sizes SIZE:WEIGHT,... (e.g. 1:0.3,8:0.5,64:0.2)"),
     ("--model-constraint-share", float, "share of training jobs that name GPU models"),

@@ -166,7 +166,9 @@ class Backend:
             checkpoint_interval_s=spec.checkpoint_interval_s, last_checkpoint_at=None,
             preemptible=spec.preemptible, queue_order=0, submitted_at=spec.submit_s,
             expected_runtime_s=max(1.0, spec.duration_s - job.done_s),
-            accepts_no_isolation=spec.accepts_no_isolation, mig_profile="")  # traces pin no profile
+            # timeslice models pods that all run time-sliced, so each accepts sharing without isolation.
+            accepts_no_isolation=spec.accepts_no_isolation or self.mode.timeslice,
+            mig_profile="")  # traces pin no profile
         return job.template
 
     def engine_jobs(self, job: SimJob) -> tuple[Job, ...]:

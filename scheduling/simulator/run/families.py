@@ -33,6 +33,12 @@ class Shape:
                                    NodePart("A100-80GB", "nvswitch", "on-demand", 0.19))
     mig_capable_share: float = 1.0   # of each part's nodes, those whose GPUs can do MIG
     mig_share: float = 0.25          # of the reserved MIG-capable nodes, those starting in MIG mode
+    # Of all nodes, those (taken from the first part's nodes not in MIG mode, MIG-incapable first)
+    # whose device plugin runs MPS with `mps_replicas` replicas per GPU: the GPU Operator's
+    # per-node config (nvidia.com/device-plugin.config), a shared pool for sub-GPU work that every
+    # policy sees and obeys (engine/sharing.py). 1 node in 8 here; serving-heavy 2 in 8.
+    mps_share: float = 0.125
+    mps_replicas: int = 4            # 20 GB pinned per replica on an 80 GB GPU
     spine_oversubscription: float = 2.0
     gang_mix: tuple[tuple[int, float], ...] = ((1, 0.30), (2, 0.12), (4, 0.18), (8, 0.22), (16, 0.10),
                                                (32, 0.05), (64, 0.03))
@@ -56,7 +62,7 @@ FAMILIES: dict[str, tuple[str, Shape]] = {
     "serving-heavy": ("a third of the GPUs serve at peak, strong diurnal swing, half the reserved "
                       "nodes in MIG mode, small training jobs, load 1.0",
                       Shape(gpus=64, hours=24.0, inference_share=0.33, diurnal_amplitude=0.9,
-                            mig_share=0.5, load=1.0,
+                            mig_share=0.5, load=1.0, mps_share=0.25,
                             gang_mix=((1, 0.45), (2, 0.2), (4, 0.2), (8, 0.15)))),
     "big-gangs": ("training of 8-64 GPUs on a 4:1 spine, little serving, load 1.4",
                   Shape(gpus=64, hours=24.0, spine_oversubscription=4.0, inference_share=0.05,
@@ -93,11 +99,13 @@ def check_shape(shape: Shape) -> Shape:
         raise ValueError("--hours must be positive")
     if not 0.5 <= shape.load <= 2.0:
         raise ValueError("--load must be within 0.5..2.0")
-    for name in ("mig_capable_share", "mig_share", "model_constraint_share", "diurnal_amplitude"):
+    for name in ("mig_capable_share", "mig_share", "mps_share", "model_constraint_share", "diurnal_amplitude"):
         if not 0 <= getattr(shape, name) <= 1:
             raise ValueError(f"--{name.replace('_', '-')} must be within 0..1")
     if shape.inference_share is not None and not 0 <= shape.inference_share <= 0.8:
         raise ValueError("--inference-share must be within 0..0.8")
+    if not 2 <= shape.mps_replicas <= 48:
+        raise ValueError("--mps-replicas must be within 2..48 (the MPS daemon's client limit)")
     if shape.spine_oversubscription < 1:
         raise ValueError("--spine-oversubscription must be at least 1")
     if not shape.nodes or shape.nodes[0].share is not None or any(p.share is None for p in shape.nodes[1:]):

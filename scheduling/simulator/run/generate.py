@@ -90,7 +90,10 @@ def generate(scenario: str, shape: Shape, seed: int, out: Path) -> tuple[Path, P
 def make_cluster(shape: Shape) -> dict:
     """Node groups in leaves of 8 nodes, 2 leaves per spine. Each part of the mix gets its share
     of the nodes (the first part the rest); within a part the MIG-capable nodes come first, and
-    of a reserved part's MIG-capable nodes `mig_share` start in MIG mode."""
+    of a reserved part's MIG-capable nodes `mig_share` start in MIG mode. `mps_share` of all nodes,
+    taken from the first part's nodes not in MIG mode (MIG-incapable ones first: MPS cannot share
+    a MIG GPU, and a node left MIG-capable can still be repartitioned), run the device plugin in MPS
+    mode with `mps_replicas` replicas per GPU."""
     unpriced = [p.model for p in shape.nodes if p.model not in PRICES]
     if unpriced:
         raise ValueError(f"--nodes: no prices for {', '.join(unpriced)}; known: {', '.join(PRICES)}")
@@ -99,17 +102,23 @@ def make_cluster(shape: Shape) -> dict:
     counts[0] = nodes - sum(counts)
     if counts[0] < 1:
         raise ValueError("--nodes: the shares leave no node to the first part")
-    plan = []  # (prefix, part, count, mig_capable, MIG-mode GPUs per node)
-    for part, count in zip(shape.nodes, counts, strict=True):
+    plan = []  # (prefix, part, count, mig_capable, MIG-mode GPUs per node, MPS)
+    for index, (part, count) in enumerate(zip(shape.nodes, counts, strict=True)):
         stem = f"{part.model.split('-')[0].lower()}{'-pcie' if part.interconnect == 'pcie' else ''}"
         tier = {"reserved": "res", "on-demand": "od", "spot": "spot"}[part.tier]
         capable = round(count * shape.mig_capable_share)
         mig = max(1, int(capable * shape.mig_share)) if part.tier == "reserved" and capable and shape.mig_share else 0
-        plan += [(f"{stem}-mig-", part, mig, True, 8), (f"{stem}-{tier}-", part, capable - mig, True, 0),
-                 (f"{stem}-{tier}-nomig-", part, count - capable, False, 0)]
+        mps = min(round(nodes * shape.mps_share), count - mig) if index == 0 else 0
+        mps_plain = min(mps, count - capable)  # MIG-incapable nodes first
+        plan += [(f"{stem}-mig-", part, mig, True, 8, False),
+                 (f"{stem}-{tier}-", part, capable - mig - (mps - mps_plain), True, 0, False),
+                 (f"{stem}-{tier}-mps-", part, mps - mps_plain, True, 0, True),
+                 (f"{stem}-{tier}-nomig-", part, count - capable - mps_plain, False, 0, False),
+                 (f"{stem}-{tier}-nomig-mps-", part, mps_plain, False, 0, True)]
     groups, slot = [], 0
-    for prefix, part, count, capable, mig_gpus in plan:
+    for prefix, part, count, capable, mig_gpus, mps in plan:
         nics, gbps = NICS[part.interconnect]
+        sharing = {"gpu_sharing": "mps", "gpu_replicas": shape.mps_replicas} if mps else {}
         while count > 0:
             leaf = slot // 8
             take = min(count, 8 - slot % 8)
@@ -117,7 +126,7 @@ def make_cluster(shape: Shape) -> dict:
                            "gpus_per_node": 8, "interconnect": part.interconnect, "cpu_cores": 192,
                            "memory_gb": 2048, "leaf": f"leaf-{leaf + 1}", "spine": f"spine-{leaf // 2 + 1}",
                            "tier": part.tier, "mig_capable": capable, "mig_enabled_gpus": mig_gpus,
-                           "nic_gbps": gbps, "nics": nics})
+                           "nic_gbps": gbps, "nics": nics, **sharing})
             slot, count = slot + take, count - take
     gpus = shape.gpus
     teams = [{"name": n, "business_unit": bu, "guaranteed_gpus": round(g * gpus),

@@ -27,12 +27,15 @@ if TIMESLICE not in POLICIES:
         name=TIMESLICE, features=replace(K8S.features, sharing=True, share_packing="spread"),
         actions=K8S.actions,
         doc="""k8s-default with the NVIDIA device plugin's time-slicing for sub-GPU pods.
-        Models: every GPU advertised as REPLICAS interchangeable slots; a sub-GPU pod takes one
+        Models: a node's GPUs advertised as interchangeable slots where the cluster runs the
+        device plugin sharing (time-slicing, or MPS, the node's replicas; every pod accepting
+        time-slicing's lack of isolation); a sub-GPU pod takes one
         slot whatever its memory (the backend fails it with out-of-memory when the GPU's memory
         is not there); the device plugin hands out the replica of the least-used GPU
         (share_packing spread), so slots are never packed beyond what the replicas allow.
-        Leaves out: whole-GPU requests landing on replicas (renameByDefault keeps them apart)
-        and the throughput loss beyond SHARE_EFFICIENCY when several pods are busy at once.""",
+        Leaves out: whole-GPU requests landing on replicas (renameByDefault keeps them apart),
+        an MPS replica's pinned memory limit (the OOM check is against the GPU's memory) and
+        the throughput loss beyond SHARE_EFFICIENCY when several pods are busy at once.""",
     ))
 
 
