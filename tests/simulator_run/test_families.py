@@ -106,3 +106,28 @@ def test_a_missing_philly_trace_is_said_aloud(monkeypatch, tmp_path):
             assert gen.philly_durations() == ()
     finally:
         gen.philly_durations.cache_clear()
+
+
+@pytest.mark.parametrize("name, mps_nodes", [("mixed", 1), ("serving-heavy", 2), ("constrained", 1)])
+def test_generated_clusters_run_mps_on_a_share_of_nodes_that_every_policy_sees_alike(tmp_path, name, mps_nodes):
+    # The GPU Operator's per-node config: a pool of reserved nodes, not in MIG mode (MPS cannot share
+    # a MIG GPU), MIG-incapable ones first. The engine gets the same nodes whichever policy runs.
+    from scheduling.simulator.run.loop import Simulation
+
+    cluster, jobs = generate("mixed", replace(family_shape(name), hours=2), 3, tmp_path)
+    spec = load_cluster(cluster)
+    mps = [g for g in spec.groups if g.gpu_sharing == "mps"]
+    assert sum(g.count for g in mps) == mps_nodes
+    assert all(g.gpu_replicas == 4 and g.tier == "reserved" and not g.mig_enabled_gpus for g in mps)
+    if name == "constrained":  # half the nodes cannot do MIG: those share first
+        assert not any(g.mig_capable for g in mps)
+    rows = load_jobs(jobs, {t.name for t in spec.teams})
+    seen = {policy: {n.name: (n.sharing, n.share_replicas) for n in Simulation(spec, rows, policy, 1).backend.nodes()}
+            for policy in ("tessera", "volcano", "binpack", "kueue-mig", "k8s-default")}
+    assert len({tuple(sorted(v.items())) for v in seen.values()}) == 1
+    assert sum(mode == ("mps", 4) for mode in seen["tessera"].values()) == mps_nodes
+
+
+def test_mps_replicas_are_checked():
+    with pytest.raises(ValueError, match="--mps-replicas"):
+        generate("mixed", replace(Shape(), mps_replicas=1), 1, Path("/nonexistent"))
