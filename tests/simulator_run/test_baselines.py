@@ -103,3 +103,22 @@ def test_without_nomination_the_fast_victim_is_preempted_twice(tmp_path, monkeyp
     monkeypatch.setitem(policies.POLICIES._items, "kueue", plain)
     _, result = _gang_over_two_victims(tmp_path, "kueue")
     assert result["preemptions"] > 2  # 480 when written: each victim restarts while the other stops
+
+
+@pytest.mark.parametrize("policy", ["volcano", "binpack", "tessera"])
+def test_a_sub_gpu_job_no_replica_or_slice_could_hold_asks_for_a_whole_gpu(tmp_path, policy):
+    # MPS with 4 replicas pins 20 GB each; the plain nodes cannot do MIG. A 30 GB notebook fits no
+    # share or slice anywhere, so (as its user would, once refused) it takes a whole GPU; a 10 GB one
+    # takes a replica. The same for every policy: none waits forever for a share the cluster lacks.
+    doc = cluster_doc(groups=[group("plain-", gpus=2, mig_capable=False),
+                              group("mps-", gpus=2, leaf="leaf-2", mig_capable=False, gpu_sharing="mps",
+                                    gpu_replicas=4)])
+    rows = [job("big", duration=10 * HOUR, gpus=0, mem=30, kind="interactive", priority="interactive"),
+            job("small", duration=10 * HOUR, gpus=0, mem=10, kind="interactive", priority="interactive"),
+            job("end", submit=HOUR, gpus=0, mem=5)]
+    spec, jobs = load(tmp_path, doc, rows)
+    sim = Simulation(spec, jobs, policy, seed=1)
+    sim.run()
+    placed = {j.spec.job_id: m for j in sim.holding.values() for m in j.bound.values()}
+    assert placed["big"].node.startswith("plain-") and placed["big"].allocations[0].milli == 1000
+    assert placed["small"].node.startswith("mps-") and placed["small"].allocations[0].milli < 1000

@@ -7,12 +7,26 @@ from __future__ import annotations
 from dataclasses import replace
 
 from scheduling.engine.fair_history import HALF_LIFE_S, decay, decayed_gpu_s
-from scheduling.engine.types import PRIORITY_CLASSES, PRODUCTION, Job, Queue, Running, Snapshot, UsageHistory
+from scheduling.engine.memory import smallest_profile
+from scheduling.engine.mig import geometry_for
+from scheduling.engine.policies import get_policy
+from scheduling.engine.types import (
+    PRIORITY_CLASSES,
+    PRODUCTION,
+    SHARING_MPS,
+    SHARING_NONE,
+    SHARING_TIME_SLICING,
+    Job,
+    Queue,
+    Running,
+    Snapshot,
+    UsageHistory,
+)
 
 from .cluster import NodeInfo, allocation_memory, allocation_units, engine_node
 from .jobs import WAITING, Member, SimJob
 from .policies import REPLICAS, Mode, static_mig_layout
-from .spec import ClusterSpec
+from .spec import ClusterSpec, JobSpec
 
 TIMESLICE_MEMORY_GB = 0.001  # what a time-sliced job declares: memory is not looked at
 SIM_HOST_MEMORY_GB = 4.0  # host RAM per member: the workloads give none, so it never binds
@@ -34,6 +48,7 @@ class Backend:
         self.max_per_node = max(g.gpus_per_node for g in spec.groups)
         self.min_gpu_memory = min(g.gpu_memory_gb for g in spec.groups)
         self.pods: dict[str, tuple[SimJob, int]] = {}  # engine job id -> (job, member)
+        self.sub_gpu_cache: dict[tuple, bool] = {}
         # Fair share over time, as the live ledger gives it (scheduling/usage_history.py): per team
         # the decayed GPU-seconds of released members, as of the time beside it; `since` is the
         # first bind (the live side: the first usage interval in the window).
@@ -154,13 +169,15 @@ class Backend:
         if job.template is not None:
             return job.template
         spec = job.spec
-        memory, milli = spec.gpu_mem_gb, 0
-        if self.mode.timeslice and spec.gpus == 0:
+        memory, milli, gpus = spec.gpu_mem_gb, 0, job.per_member_gpus
+        if spec.gpus == 0 and not self.sub_gpu_possible(spec):
+            gpus = 1  # what its user asks for once refused a share (the metering still reads the spec)
+        elif self.mode.timeslice and spec.gpus == 0:
             memory, milli = TIMESLICE_MEMORY_GB, 1000 // REPLICAS
         job.template = Job(
             id=spec.job_id, team=spec.team, project=spec.project, kind=spec.kind,
             priority_class=spec.priority, priority=PRIORITY_CLASSES[spec.priority],
-            gpus=job.per_member_gpus, gpu_memory_gb=memory, gpu_milli=milli,
+            gpus=gpus, gpu_memory_gb=memory, gpu_milli=milli,
             cpu_cores=spec.cpu_cores / job.members, gang_size=job.members if self.mode.gang else 1,
             memory_gb=SIM_HOST_MEMORY_GB, gpu_models=spec.gpu_models,
             checkpoint_interval_s=spec.checkpoint_interval_s, last_checkpoint_at=None,
@@ -170,6 +187,43 @@ class Backend:
             accepts_no_isolation=spec.accepts_no_isolation or self.mode.timeslice,
             mig_profile="")  # traces pin no profile
         return job.template
+
+    def sub_gpu_possible(self, spec: JobSpec) -> bool:
+        """Whether some node of this cluster could ever hold this sub-GPU job as a MIG slice or a
+        device-plugin replica under the policy. Where none could, its user asks for a whole GPU,
+        as they would on the real system (Tessera refuses the share at submit,
+        selectors.share_refusal; kube-scheduler would leave the pod pending for good): the same
+        rule for every policy, so no policy's sub-GPU work waits forever for a share the cluster
+        does not offer. Policies without MIG or sharing give it a whole GPU anyway (as_whole)."""
+        key = (spec.gpu_mem_gb, spec.gpu_models, spec.accepts_no_isolation, spec.priority == PRODUCTION)
+        known = self.sub_gpu_cache.get(key)
+        if known is None:
+            known = self.sub_gpu_cache[key] = self._sub_gpu_possible(spec)
+        return known
+
+    def _sub_gpu_possible(self, spec: JobSpec) -> bool:
+        features = get_policy(self.mode.name).features
+        if self.mode.whole:
+            return True  # takes a whole GPU whatever it asks
+        shares = features.sharing and (spec.priority == PRODUCTION or not features.share_production_only)
+        accepts = spec.accepts_no_isolation or self.mode.timeslice
+        for group in self.spec.groups:
+            if spec.gpu_models and group.gpu_model not in spec.gpu_models:
+                continue
+            geometry = geometry_for(group.gpu_model) if group.mig_capable else None
+            if features.mig and geometry is not None and group.gpu_sharing == SHARING_NONE:
+                if features.mig_static:  # only the layout the GPUs start with, on the MIG-mode ones
+                    held = [geometry.resolve(p).memory_gb for p, _ in static_mig_layout(group.gpu_model).values()]
+                    if group.mig_enabled_gpus and any(spec.gpu_mem_gb <= m + 1e-9 for m in held):
+                        return True
+                elif smallest_profile(geometry, spec.gpu_mem_gb) is not None:
+                    return True
+            if shares and group.gpu_sharing == SHARING_MPS and (
+                    self.mode.timeslice or spec.gpu_mem_gb <= group.gpu_memory_gb / group.gpu_replicas + 1e-9):
+                return True
+            if shares and group.gpu_sharing == SHARING_TIME_SLICING and accepts:
+                return True
+        return False
 
     def engine_jobs(self, job: SimJob) -> tuple[Job, ...]:
         """Pending engine jobs: the gang, or (no gangs) one Job per pod not bound yet."""
