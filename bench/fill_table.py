@@ -43,14 +43,14 @@ def _inputs(folder: str, trace: str):
     return load_nodes(Path(folder) / NODE_FILE), load_tasks(Path(folder) / trace_file(trace))
 
 
-def run_cell(job: tuple[str, str, int, bool, tuple[str, ...]]) -> dict:
+def run_cell(job: tuple[str, str, int, bool, tuple[str, ...], bool]) -> dict:
     """Everything for one (trace, seed): {column: unallocated %}."""
-    folder, trace, seed, past_half, policies = job
+    folder, trace, seed, past_half, policies, oracle = job
     nodes, tasks = _inputs(folder, trace)
     out: dict = {"trace": trace, "seed": seed}
     for policy in policies:
         out[f"{policy}/online"] = 100 - run_one(nodes, tasks, policy, seed, "online").allocation_rate[100]
-    for policy in LEARNING:
+    for policy in LEARNING if oracle else ():
         out[f"{policy}/oracle"] = 100 - run_one(nodes, tasks, policy, seed, "oracle").allocation_rate[100]
         if past_half and all(t.created is not None for t in tasks):
             out[f"{policy}/past-half"] = 100 - run_one(nodes, tasks, policy, seed,
@@ -81,6 +81,9 @@ def tables(rows: list[dict], traces: list[str], paper_dir: Path | None = None) -
         lines.append("| " + " | ".join([t, *(_cell(col(t, f"{p}/online")) for p in policies),
                                          _cell(col(t, "bound")), _cell(gaps),
                                          f"{wins}/{len(by_trace[t])}"]) + " |")
+    if not any("fgd/oracle" in r for r in rows):  # --online-only: the table above says it all
+        lines.append("\nunallocated GPU % at 100% arrived, median over seeds (worst)")
+        return "\n".join(lines + (["", _paper_table(paper_dir, traces)] if paper_dir else []))
     priors = ["oracle", "online"] + (["past-half"] if any("fgd/past-half" in r for r in rows) else [])
     later = ["LP bound, later half"] if "past-half" in priors else []
     head = ["trace"] + [f"{p} {q}" for q in priors for p in LEARNING] + [
@@ -118,26 +121,41 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--policies", type=parse_policies, default=POLICIES,
                     help="the policies to run online (tessera and fgd always run)")
     ap.add_argument("--past-half", action="store_true", help="also the past-half prior")
+    ap.add_argument("--online-only", action="store_true", help="no oracle (nor past-half) runs")
+    ap.add_argument("--all-traces", action="store_true",
+                    help="every openb pod list in --traces instead of the split's (seeds: the split's)")
     ap.add_argument("--processes", type=int, default=2)
     ap.add_argument("--json", type=Path, help="write every per-seed figure here")
     ap.add_argument("--from-json", type=Path, help="print the tables of an earlier --json, run nothing")
+    ap.add_argument("--resume", action="store_true", help="keep the rows --json already has, run the rest")
     args = ap.parse_args(argv)
     if args.from_json:
         doc = json.loads(args.from_json.read_text())
-        print(tables(doc["rows"], list(SPLITS[doc["split"]].traces),
+        traces = list(dict.fromkeys(r["trace"] for r in doc["rows"]))
+        print(tables(doc["rows"], sorted(traces),
                      report.find_expected_dir(args.traces / NODE_FILE)))
         return 0
     split = SPLITS[args.split]
+    if args.all_traces:
+        names = sorted(p.stem.removeprefix("openb_pod_list_") for p in args.traces.glob(trace_file("*")))
+        split = split._replace(traces=tuple(names))
     seeds = args.seeds or list(split.seeds)
     if args.split == "reporting" and set(seeds) & set(SPLITS["tuning"].seeds):
         ap.error("reporting seeds overlap the tuning seeds")
     policies = tuple(dict.fromkeys([*LEARNING, *args.policies]))
-    jobs = [(str(args.traces), t, s, args.past_half, policies) for t in split.traces for s in seeds]
+    # Seed by seed, so a stopped run has every trace at its first seeds.
+    jobs = [(str(args.traces), t, s, args.past_half and not args.online_only, policies, not args.online_only)
+            for s in seeds for t in split.traces]
     started, rows = time.perf_counter(), []
+    if args.resume and args.json and args.json.is_file():
+        rows = json.loads(args.json.read_text())["rows"]
+        done = {(r["trace"], r["seed"]) for r in rows}
+        jobs = [j for j in jobs if (j[1], j[2]) not in done]
+    total = len(jobs) + len(rows)
     with multiprocessing.Pool(max(1, min(args.processes, 2))) as pool:
         for row in pool.imap_unordered(run_cell, jobs):
             rows.append(row)
-            print(f"[{len(rows)}/{len(jobs)} {time.perf_counter() - started:.0f} s] "
+            print(f"[{len(rows)}/{total} {time.perf_counter() - started:.0f} s] "
                   f"{row['trace']} seed {row['seed']}", file=sys.stderr, flush=True)
             if args.json:  # after every cell, so a stopped run keeps what it did
                 report.write_atomic(args.json, json.dumps(

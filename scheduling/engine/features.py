@@ -22,7 +22,12 @@ VictimOrder = Literal["class", "lost-work"]
 # and hole-pricing terms), or one of the FGD paper's: "fgd", "bestfit", "dotprod", "gpupacking",
 # "gpuclustering".
 PlacementScorer = Literal["order", "tessera", "fgd", "bestfit", "dotprod", "gpupacking", "gpuclustering"]
-CHOICES = {"Packing": Packing, "VictimOrder": VictimOrder, "PlacementScorer": PlacementScorer}
+# Which of the nodes a placement scorer scores equal wins: "index" the first in index order (packing,
+# tiers), "name" the first by node name, a fixed order unrelated to load, as kube-scheduler's
+# seeded node order in the FGD artifact (`simulate fill` names its nodes by that permutation).
+ScoreTies = Literal["index", "name"]
+CHOICES = {"Packing": Packing, "VictimOrder": VictimOrder, "PlacementScorer": PlacementScorer,
+           "ScoreTies": ScoreTies}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,6 +49,7 @@ class Features:
     #                                 GPU rather than taking a whole one (needs gang and sharing)
     packing: Packing = "spread"  # "binpack" (fullest first) or "spread" (least allocated)
     placement_scorer: PlacementScorer = "order"  # see PlacementScorer above
+    score_ties: ScoreTies = "index"  # see ScoreTies above
     share_packing: Packing = "binpack"  # which sharable GPU a share goes to: the fullest, or the
     #                                     emptiest (the device plugin spreading time-slice replicas)
     priority_preemption: bool = False  # preempt may stop any lower-class pod, whatever its team or
@@ -65,6 +71,8 @@ class Features:
     repartition_attempts: int = 64       # jobs no repartition helped before repartition gives up
     consolidate_attempts: int = 8        # blocked jobs consolidate looks for movers for
     consolidate_after_s: float = 1800.0  # consolidate only for a job that would wait longer than this
+    scored_candidates: int = 64          # nodes a placement scorer scores per placement, in index
+    #                                      order (placement/scored.py); 0: every node that fits
 
     def __post_init__(self) -> None:
         for spec in fields(self):

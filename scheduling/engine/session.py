@@ -26,7 +26,7 @@ from .types import Job, Nomination, Queue, Snapshot
 
 if TYPE_CHECKING:
     from .explain import ModelSupply, ReleaseCurve
-    from .fragment import Binding
+    from .fragment import Binding, NodeView, Request
 
 _NO_SHAPES: frozenset[Shape] = frozenset()
 RequestShape = tuple[object, ...]  # what placement depends on (actions.common.request_shape)
@@ -83,6 +83,10 @@ class Session:
         self.free_times: dict[str, tuple[int, list[tuple[float, int, GpuState]]]] = {}
         self.memory_by_model: dict[str, float] | None = None  # smallest GPU memory (placement.common)
         self.fragment: Binding | None = None  # the placement scorer and its prior (placement.scored)
+        # (node version, scorer's view, its number in view_ids) per node (placement.scored)
+        self.views: dict[str, tuple[int, NodeView, int]] = {}
+        self.view_ids: dict[NodeView, int] = {}  # every view without memory seen this cycle, numbered
+        self.scores: dict[Request, dict[int, Any]] = {}  # per request, per view number, under `fragment`
         self.allowed: dict[tuple[object, ...], tuple[str, ...]] = {}  # models per request (placement.common)
         # whether any GPU of a (model, tier) has a replica that could hold a share (placement.slices)
         self.replica_fits: dict[tuple[object, ...], bool] = {}

@@ -138,6 +138,13 @@ class Job:
         return self.priority_class == PRODUCTION
 
     @property
+    def host_only(self) -> bool:
+        """Asks for CPU and memory only, no GPU: the openb trace's CPU-only tasks, which
+        `simulate fill` places on GPU nodes as the FGD paper does. Never a live job: the Job
+        table requires GPUs or a GPU memory need (scheduling/models/jobs.py)."""
+        return self.gpus == 0 and self.gpu_memory_gb <= 0 and self.gpu_milli <= 0
+
+    @property
     def checkpoints(self) -> bool:
         return bool(self.checkpoint_interval_s)
 

@@ -19,7 +19,7 @@ from .fill.traces import TraceError, load_nodes, load_tasks
 from .run import add_run_parsers
 from .run.spec import SpecError
 
-DEFAULT_POLICIES = "tessera,fgd,bestfit,gpupacking,gpuclustering,dotprod,random"
+DEFAULT_POLICIES = "tessera,fgd,bestfit,gpupacking,gpuclustering,dotprod"
 
 
 def parse_seeds(text: str) -> list[int]:

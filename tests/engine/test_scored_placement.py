@@ -65,7 +65,7 @@ def test_the_prior_is_the_cycles_jobs_one_request_per_member():
     shapes = {(s.num_gpu, s.gpu_milli): s.p for s in bound.fm.shapes}
     # 5 members ask for 2 GPUs, 2 for one: learned as a mix in 16 steps (11 and 5).
     assert shapes == {(2, 1000): 11 / 16, (1, 1000): 5 / 16}
-    view = scored.node_view(session.nodes["a"])
+    view = scored.node_view(session, session.nodes["a"])
     assert view.gpus == (1000, 1000, 0, 0) and view.cpu_left == 127_000
 
 

@@ -37,7 +37,7 @@ def test_arrival_sequence_drops_tasks_above_the_target():
 
 
 @pytest.mark.parametrize("policy", ["tessera", "fgd", "bestfit", "gpupacking", "gpuclustering",
-                                    "dotprod", "random"])
+                                    "dotprod"])
 def test_fill_never_overcommits(policy):
     rng = random.Random(7)
     seq = arrival_sequence(TASKS, 3000, rng)
@@ -78,13 +78,13 @@ def test_cli_fill_writes_json_and_html(tmp_path, capsys):
     nodes, pods = _write_tiny_trace(tmp_path)
     out, html = tmp_path / "out.json", tmp_path / "report.html"
     code = main(["fill", "--nodes", str(nodes), "--trace", str(pods), "--policies",
-                 "tessera,fgd,random", "--seeds", "1-2", "--json", str(out), "--html", str(html),
+                 "tessera,fgd,bestfit", "--seeds", "1-2", "--json", str(out), "--html", str(html),
                  "--processes", "1"])
     assert code == 0
     doc = json.loads(out.read_text())
     assert doc["experiment"] == "fill" and doc["trace"] == "tiny_pods" and doc["seeds"] == [1, 2]
     assert doc["prior"] == "online"  # the default: what an online scheduler could know
-    assert set(doc["policies"]) == {"tessera", "fgd", "random"}
+    assert set(doc["policies"]) == {"tessera", "fgd", "bestfit"}
     assert set(doc["policies"]["fgd"]) == {"allocation_rate", "frag_ratio"}
     assert "100" in doc["policies"]["fgd"]["allocation_rate"]
     assert "plotly" in html.read_text()[:100_000].lower()

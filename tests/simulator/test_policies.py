@@ -32,7 +32,6 @@ NO_FM = FragModel([])
     ("gpupacking", NODE, SHARE, 94),  # fits on the 600m GPU: 100 - 60/10
     ("gpupacking", FRESH, WHOLE, 29),  # idle node: 33 - 4 GPUs
     ("gpupacking", NODE, CPU_ONLY, 0),
-    ("random", NODE, WHOLE, 0),
 ])
 def test_baseline_scores(policy, node, task, expected):
     assert get_policy(policy).score(node, task, NO_FM) == expected
@@ -41,12 +40,6 @@ def test_baseline_scores(policy, node, task, expected):
 @pytest.mark.parametrize("policy", ["dotprod", "bestfit", "gpuclustering", "gpupacking"])
 def test_baselines_pick_gpus_best_fit(policy):
     assert get_policy(policy).share_pick(NODE, SHARE, NO_FM, random.Random(1)) == 600
-
-
-def test_random_picks_any_fitting_gpu():
-    picks = {get_policy("random").share_pick(NODE, SHARE, NO_FM, random.Random(s))
-             for s in range(30)}
-    assert picks == {600, 1000}
 
 
 @pytest.mark.parametrize("drop, expected", [(0, 50), (-1000, 26), (-500, 37), (1000, 73)])
@@ -93,7 +86,7 @@ def test_fits_and_place():
 
 def test_registry_refuses_duplicates_and_unknown_names():
     assert set(REGISTRY.names()) == {"tessera", "fgd", "bestfit", "gpupacking", "gpuclustering",
-                                     "dotprod", "random"}
+                                     "dotprod"}
     with pytest.raises(ValueError, match="already registered"):
         REGISTRY.register("fgd", get_policy("fgd"))
     with pytest.raises(KeyError, match="unknown placement scorer 'tessera-fill'; known: bestfit"):

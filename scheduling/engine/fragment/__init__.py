@@ -3,12 +3,12 @@ on top of it), plus the FGD paper's baselines, on one compact node view.
 
 A scorer sees a node as its GPU model, CPU left and free milli per GPU (shapes.NodeView) and a
 request as CPU, GPU count, milli per GPU and allowed models (shapes.Request). The live engine's
-placement scores candidate nodes with one (placement/scored.py, Features.placement_scorer); the
-fill experiment (scheduling/simulator/fill/) drives the same scorers over the openb trace. The
+placement scores candidate nodes with one (placement/scored.py, Features.placement_scorer), and
+the fill experiment (scheduling/simulator/fill/) runs that placement over the openb trace. The
 scorers are looked up by name in SCORERS.
 """
 
-from .baselines import BestFitScorer, DotProdScorer, FgdScorer, GpuClusteringScorer, GpuPackingScorer, RandomScorer
+from .baselines import BestFitScorer, DotProdScorer, FgdScorer, GpuClusteringScorer, GpuPackingScorer
 from .frag import FragModel, TypicalShape, node_frag, shape_frag, typical_shapes
 from .learn import Binding, bind
 from .registry import SCORERS, Scorer
@@ -22,7 +22,6 @@ for _scorer in (
     GpuPackingScorer(),
     GpuClusteringScorer(),
     DotProdScorer(),
-    RandomScorer(),
 ):
     SCORERS.register(_scorer.name, _scorer)
 

@@ -1,9 +1,10 @@
-"""The six policies of the FGD paper, the fill experiment's baselines, scored as the artifact's
-score plugins do.
+"""The FGD paper's baselines, scored as the artifact's score plugins do: FGD, BestFit, DotProd,
+GpuClustering and GpuPacking. Its sixth, Random, draws a node uniformly, which is no score the
+live engine's placement can use (its ties go to a fixed order), so it has no scorer here.
 
-Scores are integers 0..100 like kube-scheduler's, so small differences tie; the simulator breaks
-ties by a seeded node order, as the artifact's scheduler does. Normalisers follow the artifact:
-128 cores and 8 GPUs.
+Scores are integers 0..100 like kube-scheduler's, so small differences tie; `simulate fill` breaks
+ties by a seeded node order (Features.score_ties="name"), as the artifact's scheduler does.
+Normalisers follow the artifact: 128 cores and 8 GPUs.
 """
 
 from __future__ import annotations
@@ -30,20 +31,6 @@ class _BestFitGpu:
 
     def share_pick(self, node: NodeView, task: Request, fm: FragModel, rng: Any) -> int:
         return best_fit_share(node, task)
-
-
-class RandomScorer:
-    """Every feasible node ties, so the pick is uniform; a random fitting GPU for sharing."""
-
-    name = "random"
-    uses_prior = False
-    random_pick = True  # the artifact's PreScore draws one feasible node uniformly
-
-    def score(self, node: NodeView, task: Request, fm: FragModel) -> int:
-        return 0
-
-    def share_pick(self, node: NodeView, task: Request, fm: FragModel, rng: Any) -> int:
-        return rng.choice([g for g in node.gpus if g >= task.gpu_milli])
 
 
 class DotProdScorer(_BestFitGpu):

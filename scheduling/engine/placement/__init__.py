@@ -9,10 +9,12 @@ one leaf, spine only when needed.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from ..state import NodeState
 from ..statement import Statement
 from ..types import Job
+from . import scored
 from .common import Models, SlotFinder, allowed_models, as_whole, model_memory, search_order
 from .slices import find_share, find_slice
 from .whole import _allocate_on, _single_node, host_capacity, multi_node_group, whole_candidates
@@ -28,6 +30,8 @@ __all__ = ["allowed_models", "as_whole", "find_slice", "host_capacity", "model_m
 def place_job(session: Session, job: Job, stmt: Statement) -> bool:
     """Put every member of `job` into `stmt`; False (with `stmt` still to discard) if some
     member found no place. Without the gang plugin members that fit are kept anyway."""
+    if job.host_only:
+        return _place_host_only(session, job, stmt)
     models = allowed_models(session, job)
     if not models:
         return False
@@ -59,6 +63,29 @@ def place_job(session: Session, job: Job, stmt: Statement) -> bool:
             continue
         _allocate_on(stmt, job, node, member, 1)
     return placed_all
+
+
+def _place_host_only(session: Session, job: Job, stmt: Statement) -> bool:
+    """CPU and memory only, all members on one ready node: the best-scoring one with a placement
+    scorer, else the first by name."""
+    bound = scored.binding(session)
+    score = scored.scorer(session, bound, scored.request_for(session, job, job.gang_size)) if bound else None
+    best: tuple[Any, NodeState] | None = None
+    tried, limit = 0, scored.candidate_limit(session)
+    for node in session.nodes.values():
+        if not node.ready or not node.fits_host(job, job.gang_size):
+            continue
+        points = score(node) if score else 0
+        if best is None or scored.better(session, points, node, best[0], best[1]):
+            best = (points, node)
+        tried += 1
+        if bound is None or tried >= limit:
+            break
+    if best is None:
+        return False
+    for member in range(job.gang_size):
+        stmt.allocate(job, member, best[1], ())
+    return True
 
 
 def _place_slices(session: Session, job: Job, models: Models, stmt: Statement) -> bool:

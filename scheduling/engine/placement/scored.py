@@ -3,18 +3,21 @@ FGD paper's baselines), when the policy names one in Features.placement_scorer.
 
 The scorer sees each candidate as a fragment.NodeView: its model, CPU left and the free milli of
 every non-MIG GPU (0 for one that is busy whole, unhealthy, settling, reserved or on a node that
-is not ready), and the job as a fragment.Request. Its workload prior is the cycle's jobs, running
+is not ready) and the classes of the jobs on it (share, k-GPU: GpuClustering's and tessera's
+affinity), and the job as a fragment.Request. Its workload prior is the cycle's jobs, running
 and pending, one request per member (the live form of the fill experiment's online prior: the
 jobs that have arrived, never one that has not), learned from its mix to 1/MIX_STEPS. The index
 order (binpack or spread, tier first) still decides among equal scores, and only the first
-SCORED_CANDIDATES candidates in that order are scored, so a cycle's cost stays linear in the jobs
-it places.
+Features.scored_candidates candidates in that order are scored (0: every one, as the FGD paper's
+scheduler does and `simulate fill` asks), so a cycle's cost stays linear in the jobs it places.
+A node's view is rebuilt only when its state changes (NodeState.version), and a score is worked
+out once per (view, request) while the binding stands: nodes in the same state share it.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +31,6 @@ from .common import model_memory
 if TYPE_CHECKING:
     from ..session import Session
 
-SCORED_CANDIDATES = 64  # nodes scored per placement, in index order
 MIX_STEPS = 16  # resolution of the workload mix the prior is learned from (_mix)
 
 
@@ -43,6 +45,25 @@ def binding(session: Session) -> Binding | None:
             capacity[node.model] = capacity.get(node.model, 0) + MILLI * len(node.gpus)
         session.fragment = _bound(name, _mix(_workload(session)), tuple(sorted(capacity.items())))
     return session.fragment
+
+
+def rebind(session: Session, bound: Binding) -> None:
+    """Score with this binding from now on (the fill experiment's online prior relearns it as
+    tasks arrive); scores worked out under the old one are dropped."""
+    session.fragment = bound
+    session.scores.clear()
+
+
+def candidate_limit(session: Session) -> int:
+    """Nodes scored per placement, in index order; unbounded when the policy says 0."""
+    return session.features.scored_candidates or len(session.nodes) + 1
+
+
+def better(session: Session, points: Any, node: NodeState, best: Any, best_node: NodeState) -> bool:
+    """Whether `node`, scoring `points`, beats the best so far (found earlier in index order)."""
+    if points != best:
+        return bool(points > best)
+    return session.features.score_ties == "name" and node.name < best_node.name
 
 
 def _mix(requests: Iterable[Request]) -> tuple[tuple[Request, int], ...]:
@@ -74,16 +95,19 @@ def _workload(session: Session) -> Iterable[Request]:
         key = (job.cpu_cores, job.gpus, job.gpu_memory_gb, job.gpu_milli, job.gpu_models)
         request = seen.get(key)
         if request is None:
-            request = seen[key] = request_for(session, job, 1)._replace(mem=0)  # no scorer reads memory
+            request = seen[key] = request_for(session, job, 1)
         for _ in range(count):
             yield request
 
 
 def request_for(session: Session, job: Job, members: int, milli: int | None = None) -> Request:
-    """The job's ask as the scorer sees it. A share's milli depends on the GPU's memory: it is
-    given by the caller for a placement, and for the prior taken on the smallest allowed GPU."""
+    """The job's ask as the scorer sees it, memory 0: no scorer reads it (fragment.Scorer), so
+    scores are shared by jobs alike but for memory. A share's milli depends on the GPU's memory:
+    it is given by the caller for a placement, and for the prior taken on the smallest allowed GPU."""
     spec = frozenset(canonical_model(m) for m in job.gpu_models) or None
-    cpu, mem = round(job.cpu_cores * 1000 * members), round(job.memory_gb * 1024 * members)
+    cpu, mem = round(job.cpu_cores * 1000 * members), 0
+    if job.host_only:
+        return Request(cpu, mem, 0, 0, spec)
     if not job.fractional:
         return Request(cpu, mem, job.gpus * members, MILLI, spec)
     if milli is None:
@@ -99,35 +123,82 @@ def _free_milli(gpu: GpuState) -> int:
     return MILLI - gpu.milli_used
 
 
-def node_view(node: NodeState) -> NodeView:
-    gpus = sorted((_free_milli(g) for g in node.gpus if not g.mig_enabled), reverse=True)
-    return NodeView(node.model, round(node.free_cpu * 1000), round(node.free_mem * 1024), tuple(gpus))
+def node_view(session: Session, node: NodeState) -> NodeView:
+    """The node as a scorer sees it, rebuilt only when the node's state has changed."""
+    return _cached_view(session, node)[1]
 
 
-def score(bound: Binding, node: NodeState, request: Request) -> Any:
-    return bound.policy.score(node_view(node), request, bound.fm)
+def _cached_view(session: Session, node: NodeState) -> tuple[int, NodeView, int]:
+    """(version, view, the number of the view without memory: what a score depends on)."""
+    cached = session.views.get(node.name)
+    if cached is None or cached[0] != node.version:
+        gpus = sorted((_free_milli(g) for g in node.gpus if not g.mig_enabled), reverse=True)
+        view = NodeView(node.model, round(node.free_cpu * 1000), round(node.free_mem * 1024), tuple(gpus),
+                        _classes(session, node))
+        ids = session.view_ids
+        number = ids.setdefault(view._replace(mem_left=0), len(ids))
+        cached = session.views[node.name] = (node.version, view, number)
+    return cached
 
 
-def pick_share(session: Session, bound: Binding, job: Job, model: str, gpus: list[GpuState]) -> GpuState:
+def _classes(session: Session, node: NodeState) -> frozenset[str]:
+    """The classes (fragment.shapes.affinity_tag) of the jobs holding GPUs on the node."""
+    tags = set()
+    for gpu in node.gpus:
+        if gpu.shares:
+            tags.add("share")
+        if gpu.whole_job is not None:
+            members = session.members.get(gpu.whole_job)
+            job = members[0].job if members else None
+            tags.add(f"{job.gpus}gpu" if job is not None and job.gpus else "1gpu")
+    return frozenset(tags)
+
+
+def scorer(session: Session, bound: Binding, request: Request) -> Callable[[NodeState], Any]:
+    """The scorer's score of a node for the request (request_for's: memory 0). Scorers read no
+    memory (fragment.Scorer), so nodes alike but for memory share one entry, kept while the
+    binding stands."""
+    memo = session.scores.setdefault(request, {})
+    policy, fm = bound
+
+    def score(node: NodeState) -> Any:
+        _, view, number = _cached_view(session, node)
+        value = memo.get(number, memo)  # the memo doubles as the "missing" sentinel
+        if value is memo:
+            value = memo[number] = policy.score(view, request, fm)
+        return value
+
+    return score
+
+
+def pick_share(session: Session, bound: Binding, job: Job, gpus: list[GpuState]) -> GpuState:
     """Of the GPUs a share may take (at least one, all with room for it), the one on the
     best-scoring node, and on that node the GPU whose free milli the scorer picks."""
-    milli = share_milli(job.gpu_memory_gb, model_memory(session)[model], job.gpu_milli) or MILLI
-    request = request_for(session, job, 1, milli)
     nodes: dict[str, list[GpuState]] = {}
+    limit = candidate_limit(session)
     for gpu in gpus:
-        if gpu.node.name in nodes or len(nodes) < SCORED_CANDIDATES:
+        if gpu.node.name in nodes or len(nodes) < limit:
             nodes.setdefault(gpu.node.name, []).append(gpu)
-    best: tuple[Any, list[GpuState]] | None = None
+    memory = model_memory(session)
+    # per model: a share's milli depends on the GPU's memory
+    requests: dict[str, tuple[Request, Callable[[NodeState], Any]]] = {}
+    best: tuple[Any, list[GpuState], Request] | None = None
     for on_node in nodes.values():  # dict order keeps the index order among equal scores
-        key = score(bound, on_node[0].node, request)
-        if best is None or key > best[0]:
-            best = (key, on_node)
+        node = on_node[0].node
+        entry = requests.get(node.model)
+        if entry is None:
+            milli = share_milli(job.gpu_memory_gb, memory[node.model], job.gpu_milli) or MILLI
+            request = request_for(session, job, 1, milli)
+            entry = requests[node.model] = (request, scorer(session, bound, request))
+        request, score = entry
+        key = score(node)
+        if best is None or better(session, key, node, best[0], best[1][0].node):
+            best = (key, on_node, request)
     assert best is not None
-    options = best[1]
-    view = node_view(options[0].node)
+    _, options, request = best
     if not request.is_share:
         return options[0]
-    wanted = bound.policy.share_pick(view, request, bound.fm, None)
+    wanted = bound.policy.share_pick(node_view(session, options[0].node), request, bound.fm, None)
     exact = [g for g in options if _free_milli(g) == wanted]
     # The scorer sees every GPU of the node; one it picks may lack the memory: then the fullest.
     return exact[0] if exact else min(options, key=_free_milli)

@@ -3,6 +3,7 @@ a non-MIG GPU."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ..memory import SHARE_STEP_MILLI, share_milli, smallest_profile
@@ -18,24 +19,42 @@ if TYPE_CHECKING:
 
 
 def find_slice(session: Session, job: Job, models: Models) -> Slot | None:
-    """(node, allocation) for one sub-GPU member, or None."""
+    """(node, allocation) for one sub-GPU member, or None. With a placement scorer, the shares
+    a tier offers on all the job's models are scored together, after that tier's MIG slots; in
+    index order, the first model with room takes it."""
     features = session.features
-    for tier, model in search_order(session, job, models):
-        geometry = geometry_for(model)
-        if features.mig and geometry is not None:
-            hit = _mig_slot(session, job, model, tier, geometry)
-            if hit:
-                return hit
-            # A share goes where the node's device plugin shares, MIG-capable or not: the cluster's
-            # admin chose sharing for that node (sharing.py).
-        if job.mig_profile:  # a pinned profile has no share to fall back on
-            continue
-        if features.sharing and (job.production or not features.share_production_only):
-            hit = _share_slot(session, job, model, tier)
+    scoring = scored.binding(session) is not None
+    order = search_order(session, job, models)
+    sharing: list[str] = []  # models of this tier whose shares are still to try
+    for i, (tier, model) in enumerate(order):
+        hit = _mig_or_share_model(session, job, model, tier, sharing)
+        if hit:
+            return hit
+        tier_ends = i + 1 == len(order) or order[i + 1][0] != tier
+        if sharing and (tier_ends or not scoring):
+            hit = _share_slot(session, job, sharing, tier)
+            sharing = []
             if hit:
                 return hit
     if features.mig and not job.mig_profile:  # a pinned profile takes no bigger instance
         return _larger_idle(session, job, models)
+    return None
+
+
+def _mig_or_share_model(session: Session, job: Job, model: str, tier: str, sharing: list[str]) -> Slot | None:
+    """A MIG slot of this model, or None; adds the model to `sharing` when a share may go there."""
+    features = session.features
+    geometry = geometry_for(model)
+    if features.mig and geometry is not None:
+        hit = _mig_slot(session, job, model, tier, geometry)
+        if hit:
+            return hit
+        # A share goes where the node's device plugin shares, MIG-capable or not: the cluster's
+        # admin chose sharing for that node (sharing.py).
+    if job.mig_profile:  # a pinned profile has no share to fall back on
+        return None
+    if features.sharing and (job.production or not features.share_production_only):
+        sharing.append(model)
     return None
 
 
@@ -45,7 +64,7 @@ def find_share(session: Session, job: Job, models: Models) -> Slot | None:
     if not session.features.sharing:
         return None
     for tier, model in search_order(session, job, models):
-        hit = _share_slot(session, job, model, tier)
+        hit = _share_slot(session, job, [model], tier)
         if hit:
             return hit
     return None
@@ -136,30 +155,51 @@ def _masks(geometry: MigGeometry, profile: MigProfile) -> dict[int, int]:
     return _MASKS[key]
 
 
-def _share_slot(session: Session, job: Job, model: str, tier: str) -> Slot | None:
+def _share_slot(session: Session, job: Job, models: list[str], tier: str) -> Slot | None:
+    """A share of a GPU of these models (one tier): the first in index order, model by model,
+    or with a placement scorer the one it prefers among all of them."""
+    memory = model_memory(session)
+    bound = scored.binding(session)
+    options: list[GpuState] = []
+    for model in models:
+        fitting = _fitting_shares(session, job, model, tier, memory[model])
+        if bound is None:
+            gpu = next(fitting, None)
+            if gpu is not None:
+                return _share_allocation(session, job, gpu)
+        else:  # every fitting GPU, in index order, for the scorer to choose from
+            options.extend(fitting)
+    if not options or bound is None:
+        return None
+    return _share_allocation(session, job, scored.pick_share(session, bound, job, options))
+
+
+def _fitting_shares(session: Session, job: Job, model: str, tier: str, memory_gb: float) -> Iterator[GpuState]:
     buckets = session.share.get((model, tier))
-    if not buckets:
-        return None
-    milli = share_milli(job.gpu_memory_gb, model_memory(session)[model], job.gpu_milli)
-    if milli is None:
-        return None
+    milli = share_milli(job.gpu_memory_gb, memory_gb, job.gpu_milli)
+    if not buckets or milli is None:
+        return
     if not _some_replica_holds(session, job, model, tier):  # the node's device plugin must offer it
-        return None
+        return
     # An MPS replica may hold a little less than `milli` (1000 // 3 = 333 where 8 GB of 24 GB rounds
     # up to 340), never a whole step less: share_fits checks each GPU's room exactly.
     keys = sorted((k for k, v in buckets.items() if k >= milli - SHARE_STEP_MILLI and v),
                   reverse=session.features.share_packing != "binpack")
-    fitting = (gpu for key in keys for gpu in buckets[key].values()
-               if gpu.memory_gb - gpu.mem_used >= job.gpu_memory_gb - 1e-9 and gpu.node.fits_host(job)
-               and share_fits(gpu, job, milli))  # the node's device plugin must offer this share
-    bound = scored.binding(session)
-    if bound is None:
-        gpu = next(fitting, None)
-    else:  # every fitting GPU, in index order, for the scorer to choose from
-        options = list(fitting)
-        gpu = scored.pick_share(session, bound, job, model, options) if options else None
-    if gpu is None:
-        return None
+    need = job.gpu_memory_gb - 1e-9
+    host: dict[str, bool] = {}  # fits_host per node: a scorer asks for every GPU with room
+    for key in keys:
+        for gpu in buckets[key].values():
+            node = gpu.node
+            fits = host.get(node.name)
+            if fits is None:
+                fits = host[node.name] = node.fits_host(job)
+            if fits and gpu.memory_gb - gpu.mem_used >= need and share_fits(gpu, job, milli):
+                yield gpu
+
+
+def _share_allocation(session: Session, job: Job, gpu: GpuState) -> Slot:
+    milli = share_milli(job.gpu_memory_gb, model_memory(session)[gpu.node.model], job.gpu_milli)
+    assert milli is not None  # the GPU was found fitting
     # What the share holds on the chosen GPU: an MPS node's replica, else its memory fraction.
     held = held_milli(gpu.node, milli)
     return gpu.node, Allocation(gpu_index=gpu.index, milli=held, memory_gb=job.gpu_memory_gb,

@@ -60,16 +60,17 @@ def _single_node(session: Session, job: Job, models: Models, count: int, members
     bound = scored.binding(session)
     if bound is None and not topology:
         return next((n for n in whole_candidates(session, job, models, total) if n.fits_host(job, members)), None)
-    request = scored.request_for(session, job, members) if bound else None
-    limit = max(TOPOLOGY_CANDIDATES if topology else 0, scored.SCORED_CANDIDATES if bound else 0)
+    score = scored.scorer(session, bound, scored.request_for(session, job, members)) if bound else None
+    limit = max(TOPOLOGY_CANDIDATES if topology else 0, scored.candidate_limit(session) if bound else 0)
     best: tuple[float, Any, NodeState] | None = None
     tried = 0
     for node in whole_candidates(session, job, models, total):
         if not node.fits_host(job, members):
             continue
         cost = _node_cost(node, total) if topology else 0.0
-        points = scored.score(bound, node, request) if bound and request else 0
-        if best is None or cost < best[0] or (cost == best[0] and points > best[1]):
+        points = score(node) if score else 0
+        if best is None or cost < best[0] or (
+                cost == best[0] and scored.better(session, points, node, best[1], best[2])):
             best = (cost, points, node)
         tried += 1
         if tried >= limit:

@@ -1,21 +1,20 @@
 """The FGD paper's fill experiment: one pass over an inflated, shuffled trace, no departures.
 
-Speed comes from scoring lazily. A node's score for a task depends only on the node's state and
-the task's CPU/GPU shape, and a placement changes one node. So each task shape keeps its nodes
-bucketed by score and, when a task of that shape arrives, rescores only the nodes placed on since
-the shape was last seen. Memory never enters a score, so it is checked when picking. When the
-policy's workload prior changes (prior.py), every score is recomputed on its shape's next use.
+Each task is placed by the live engine's placement (engine.placement.place_job) with the policy's
+scorer, in one session over the cluster (adapter.py turns the openb nodes and tasks into engine
+Nodes and Jobs), so the figures measure the code that places jobs in production. The session's
+score memo (placement.scored) keeps a run fast: nodes in the same state share a score.
 """
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any
 
 from ...engine.fragment.frag import FragModel
-from ...engine.fragment.shapes import MILLI, NodeView, Request, fits, place
-from .prior import Binding, Prior
+from ...engine.fragment.shapes import MILLI, Request
+from .adapter import EngineCluster
+from .prior import Prior
 from .traces import NodeSpec, TraceTask
 
 TUNE = 1.3  # inflate the workload until requests reach 130% of GPU capacity
@@ -52,104 +51,22 @@ class FillResult:
     failed: int = 0
 
 
-class _ShapeIndex:
-    """Scores of every node for one task shape, bucketed by score, kept up to date lazily."""
-
-    __slots__ = ("pos", "score_of", "buckets", "memo")
-
-    def __init__(self, n_nodes: int):
-        self.pos = -1  # position in the change log; -1 = never scored
-        self.score_of: list[Any] = [None] * n_nodes
-        self.buckets: dict[Any, set[int]] = {}
-        self.memo: dict[tuple, Any] = {}
-
-
-class FillSimulator:
-    def __init__(self, nodes: list[NodeSpec], binding: Binding, rng: random.Random):
-        self.states = [NodeView(n.model, n.cpu, n.mem, (MILLI,) * n.num_gpu) for n in nodes]
-        self.rng = rng
-        self.changes: list[int] = []  # node ids, one per placement
-        self.rebind(binding)
-        order = list(range(len(nodes)))
-        rng.shuffle(order)
-        self.rank = [0] * len(nodes)
-        for pos, n in enumerate(order):
-            self.rank[n] = pos
-
-    def rebind(self, binding: Binding) -> None:
-        """Score with this policy and prior from now on; every cached score is dropped."""
-        self.policy, self.fm = binding
-        self.random_pick = getattr(self.policy, "random_pick", False)
-        self.indexes: dict[tuple, _ShapeIndex] = {}
-
-    def _rescore(self, idx: _ShapeIndex, n: int, task: Request) -> None:
-        old = idx.score_of[n]
-        if old is not None:
-            bucket = idx.buckets[old]
-            bucket.discard(n)
-            if not bucket:
-                del idx.buckets[old]
-        node = self.states[n]
-        key = (node.model, node.cpu_left, node.gpus, node.tags)
-        new = idx.memo.get(key, idx)  # idx doubles as the "missing" sentinel
-        if new is idx:
-            new = self.policy.score(node, task, self.fm) if fits(node, task, False) else None
-            idx.memo[key] = new
-        idx.score_of[n] = new
-        if new is not None:
-            idx.buckets.setdefault(new, set()).add(n)
-
-    def _index_for(self, task: Request) -> _ShapeIndex:
-        key = (task.cpu, task.num_gpu, task.gpu_milli, task.spec)
-        idx = self.indexes.get(key)
-        if idx is None:
-            idx = self.indexes[key] = _ShapeIndex(len(self.states))
-        pending = self.changes[idx.pos:] if idx.pos >= 0 else None
-        todo = range(len(self.states)) if pending is None or len(pending) >= len(
-            self.states) else set(pending)
-        for n in todo:
-            self._rescore(idx, n, task)
-        idx.pos = len(self.changes)
-        return idx
-
-    def choose(self, task: Request) -> int | None:
-        """The best-scoring node with enough memory, or None if the task fits nowhere."""
-        buckets = self._index_for(task).buckets
-        states, mem = self.states, task.mem
-        for score in sorted(buckets, reverse=True):
-            cands = [n for n in buckets[score] if states[n].mem_left >= mem]
-            if cands:
-                if self.random_pick:
-                    return self.rng.choice(cands)
-                # kube-scheduler in the artifact keeps the first best node in its (seeded,
-                # permuted) node order, so ties pack onto the same nodes.
-                return min(cands, key=self.rank.__getitem__)
-        return None
-
-    def place(self, n: int, task: Request) -> tuple[NodeView, NodeView]:
-        old = self.states[n]
-        pick = self.policy.share_pick(old, task, self.fm, self.rng) if task.is_share else None
-        new = self.states[n] = place(old, task, pick)
-        self.changes.append(n)
-        return old, new
-
-
 def run_fill(nodes: list[NodeSpec], seq: list[Request], prior: Prior, fm: FragModel,
              rng: random.Random) -> FillResult:
     """Try each task once, in order; a task that does not fit is dropped. The prior is told of
     each task only after it has been tried; fm is the paper's measure for the frag metric."""
-    sim = FillSimulator(nodes, prior.binding, rng)
+    cluster = EngineCluster(nodes, prior.binding, rng)
     result = FillResult(capacity_milli=MILLI * sum(n.num_gpu for n in nodes))
     arrived = used = 0
     idle = result.capacity_milli
-    frag = sum(fm.node(s) for s in sim.states)
+    frag = sum(fm.node(view) for view in cluster.views())
     for task in seq:
         arrived += task.total_milli  # counts whether or not the task fits
-        n = sim.choose(task)
-        if n is None:
+        placed = cluster.place(task)
+        if placed is None:
             result.failed += 1
         else:
-            old, new = sim.place(n, task)
+            old, new = placed
             used += task.total_milli
             idle -= task.total_milli
             frag += fm.node(new) - fm.node(old)
@@ -158,5 +75,5 @@ def run_fill(nodes: list[NodeSpec], seq: list[Request], prior: Prior, fm: FragMo
         result.frag.append(frag)
         result.idle.append(idle)
         if prior.observe(task):
-            sim.rebind(prior.binding)
+            cluster.rebind(prior.binding)
     return result
