@@ -7,7 +7,8 @@ is not ready) and the classes of the jobs on it (share, k-GPU: GpuClustering's a
 affinity), and the job as a fragment.Request. Its workload prior is the cycle's jobs, running
 and pending, one request per member (the live form of the fill experiment's online prior: the
 jobs that have arrived, never one that has not), learned from its mix to 1/MIX_STEPS. The index
-order (binpack or spread, tier first) still decides among equal scores, and only the first
+order (binpack or spread, tier first) decides among equal scores (or, with Features.score_ties
+"name", the node name: a fixed order unrelated to load), and only the first
 Features.scored_candidates candidates in that order are scored (0: every one, as the FGD paper's
 scheduler does and `simulate fill` asks), so a cycle's cost stays linear in the jobs it places.
 A node's view is rebuilt only when its state changes (NodeState.version), and a score is worked
