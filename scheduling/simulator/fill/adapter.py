@@ -3,8 +3,9 @@ engine Jobs placed by engine.placement.place_job with the policy's scorer.
 
 The mapping: a whole-GPU task (1, 2, 4 or 8 GPUs of 1000 milli) is a Job of that many GPUs; a
 sharing task (one GPU, under 1000 milli) a sub-GPU Job asking for that compute share and no GPU
-memory (the trace has none), so it goes to a milli share (Features.sharing); a CPU-only task a
-Job with no GPU need (Job.host_only); CPU in cores, memory in GiB, gpu_spec as gpu_models. The
+memory (the trace has none), so it goes to a milli share (Features.sharing, SHARE_REPLICAS); a
+CPU-only task a Job with no GPU need (Job.host_only); CPU in cores, memory in GiB, gpu_spec as
+gpu_models. The
 policy scores every node that fits (Features.scored_candidates=0), as the paper's scheduler does,
 and its ties go to the first node by name (Features.score_ties="name"): nodes are named by a
 seeded permutation, the artifact's seeded node order. With the live default (ties to the first in
