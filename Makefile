@@ -49,10 +49,13 @@ export TESSERA_KUBE_CACHE
 kube-control-plane:
 	tools/kube-control-plane/build.sh
 
+# Two xdist workers: most tests wait on browsers, Celery workers and the control plane, so two cores
+# run two suites' worth (each worker gets its own test database and Redis key prefix; tests/conftest.py
+# keeps tests/kube on one worker).
 test: $(VENV)/.dev kube-control-plane
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) \
 	SECRET_KEY=test-secret-key-not-for-production-0123456789 DEBUG=0 \
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadgroup
 
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .

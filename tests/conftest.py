@@ -72,3 +72,20 @@ def pytest_sessionstart(session):
     problems = _check_services()
     if problems:
         pytest.exit("\n".join(problems) + "\n\n" + SERVICE_HELP, returncode=3)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`make test` runs two xdist workers with `--dist loadgroup`, tests/kube being one group: all
+    its tests go to one worker, so a run starts one etcd and kube-apiserver, as without xdist, and
+    the kubelet harness never races a second control plane for CPU or TESSERA_KUBE_PORTS. (Grouped
+    here by path: xdist 3.8's xdist_group mark renames item._nodeid, which pytest 9 no longer reads.)"""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class KubeOnOneWorker(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "tests/kube" if nodeid.startswith("tests/kube/") else super()._split_scope(nodeid)
+
+    return KubeOnOneWorker(config, log)
