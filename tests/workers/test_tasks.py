@@ -123,7 +123,9 @@ def test_the_same_task_delivered_twice_does_nothing_twice(cluster, workers):
 
 
 def test_two_cycles_at_once_one_does_nothing(cluster, workers):
-    workers.start(count=2, failpoints="cycle.hold=2")
+    # The first cycle keeps the lock 8 s after deciding: the other worker must take its task and
+    # try the lock meanwhile, and on a loaded 2-core machine (xdist beside it) 2 s was sometimes not enough.
+    workers.start(count=2, failpoints="cycle.hold=8")
     jobs = [job_add(f"gang-{n}", gpus=2) for n in range(3)]
     results = [tasks.run_cycle.apply_async(queue=workers.queue) for _ in range(2)]
     outcomes = sorted((r.get(timeout=PATIENCE_S) for r in results), key=lambda r: r["ran"])
