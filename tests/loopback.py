@@ -1,5 +1,6 @@
 """Servers the tests start on loopback: a free port in this suite's range, and waiting for one to serve."""
 
+import os
 import socket
 import subprocess
 import time
@@ -9,9 +10,20 @@ import requests
 PORTS = range(18500, 18600)
 
 
+def own_ports() -> range:
+    """This process's share of PORTS: xdist workers (`make test` runs two) each probe their own
+    slice, so two servers starting at once never both find the same port free."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw"):
+        return PORTS
+    share = len(PORTS) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    index = int(worker[2:])
+    return PORTS[index * share:(index + 1) * share]
+
+
 def free_port() -> int:
-    """A port in 18500-18599 that nothing listens on."""
-    for port in PORTS:
+    """A port in 18500-18599 (this process's share of it) that nothing listens on."""
+    for port in own_ports():
         with socket.socket() as probe:
             if probe.connect_ex(("127.0.0.1", port)) != 0:
                 return port
