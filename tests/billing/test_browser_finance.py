@@ -16,9 +16,7 @@ from portal.models import Team
 from tests.browser import shoot, sign_in
 from ui.demo import demo_load
 
-# serialized_rollback: the flush after this test must leave the database as test_ledger.py's serialized
-# transactional tests expect it (no content types recreated behind their backs).
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]  # demo_load() seeds what it needs
 
 
 def test_finance_closes_corrects_and_exports_and_a_lead_sees_only_their_team(page):
