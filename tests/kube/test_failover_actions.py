@@ -107,7 +107,9 @@ def test_an_action_in_flight_when_the_leader_dies_completes_once_under_the_next(
         print(f"\nleader beat and worker SIGKILLed with a preemption waiting on its checkpoint: the follower sent "
               f"resume-actions {takeover:.1f} s later (lease {leadership.LEASE_DURATION_S:.0f} s), and the "
               f"action was confirmed {done:.1f} s after that")
-        assert takeover <= leadership.LEASE_DURATION_S + 2 * leadership.RETRY_PERIOD_S + 1.0
+        # No bound on `takeover` here beyond the loop's: it counts the fresh worker's boot (pool.start()
+        # waits for its ping; over 20 s on a loaded machine). test_beat_failover.py bounds the takeover
+        # itself (lease + 2 retries + 1 s) with nothing else in the measure.
         assert phase(action) == ("confirmed", "releasing")
         assert action.payload["stopped_at"] >= killed_at  # the pod was stopped by the new leader's resume
         assert pod.metadata.uid not in {p.metadata.uid for p in core.list_namespaced_pod(TEAM).items}
