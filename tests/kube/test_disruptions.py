@@ -132,7 +132,9 @@ def test_a_spot_notice_taint_asks_for_a_checkpoint_then_requeues(gpu_cluster, ku
         return annotations.get(ANNOTATION_CHECKPOINT)
 
     wait_for(lambda: asked() is not None, what="checkpoint request on the pod", timeout=30)
-    assert JobEvent.objects.filter(job=job, kind="checkpoint-requested").exists()
+    # The worker annotates the pod before its transaction, which writes the event, commits.
+    wait_for(lambda: JobEvent.objects.filter(job=job, kind="checkpoint-requested").exists(),
+             what="the checkpoint-requested event", timeout=30)
     # No confirmation comes: at the provider's deadline the pod is stopped and the job requeued,
     # billed no later than the deadline.
     wait_for(lambda: Job.objects.get(pk=job.pk).status == "preempted", what="requeued", timeout=60, every=1.0)
