@@ -32,8 +32,8 @@ from django.db import IntegrityError
 from agents.backends.base import Backend, Outcome, PreemptRequest, TransientBackendError
 from agents.backends.k8s_channel import channel_name
 from agents.backends.k8s_gangs import GangError
+from agents.backends.k8s_native import DELETE_OWNER_KINDS, RefusedPod
 from agents.backends.k8s_native import NativePod as FoundPod
-from agents.backends.k8s_native import RefusedPod
 from agents.native_gangs import PodGroupCounts, gang_take_in, gangs_resize
 from scheduling.clock import database_now
 from scheduling.engine.reasons import PreemptReason
@@ -207,13 +207,14 @@ def native_bind_refused(backend, job: Job, why: str) -> None:
 
 
 def native_stop(backend: Backend, job: Job, pods, reason: str, grace_s: int = 0) -> None:
-    """Stop a native job's pods. A cancel of pods a batch/v1 Job controls deletes that Job: deleting
-    its pods alone would only make the controller create new ones (Kubernetes 1.20 cannot suspend
-    a Job). Every other stop deletes the pods themselves."""
+    """Stop a native job's pods. A cancel of pods a batch/v1 Job (or the JobSet controlling it) or a
+    PyTorchJob controls deletes that owner: deleting its pods alone would only make the controller
+    create new ones (Kubernetes 1.20 cannot suspend a Job). Every other stop deletes the pods themselves."""
     if reason in LEAVE_PENDING:
         return
     if reason in CANCEL_REASONS:
-        owner = NativePod.objects.filter(job=job, owner_kind="Job", owner_api_version="batch/v1").first()
+        owners = NativePod.objects.filter(job=job).order_by("pk")
+        owner = next((o for o in owners if (o.owner_api_version, o.owner_kind) in DELETE_OWNER_KINDS), None)
         if owner is not None:
             backend.native_delete_owner(
                 owner.namespace, owner.owner_api_version, owner.owner_kind, owner.owner_name, owner.owner_uid

@@ -16,12 +16,13 @@ from kubernetes.client.exceptions import ApiException
 
 from agents.backends import k8s_manifests as m
 from agents.backends.base import Outcome, Refused
-from agents.backends.k8s_native import NativePod, RefusedPod, is_native, read_native
+from agents.backends.k8s_native import DELETE_OWNER_KINDS, NativePod, RefusedPod, is_native, read_native
 
 JSON_PATCH = "application/json-patch+json"
-# Owners whose pods a cancel must not delete one by one: their controller makes new ones at once.
-# Deleting the owner stops them all (Kubernetes 1.20 has no Job suspend: that is beta from 1.22).
-DELETE_OWNER_KINDS = {("batch/v1", "Job")}
+# The custom owners a cancel deletes, by kind: (group, plural). A JobSet (kubernetes-sigs/jobset)
+# makes a batch/v1 Job per replicated job and makes a deleted one again; so its Jobs' pods are
+# stopped by deleting the JobSet.
+CUSTOM_OWNERS = {"PyTorchJob": ("kubeflow.org", "pytorchjobs"), "JobSet": ("jobset.x-k8s.io", "jobsets")}
 
 
 class NativeIntake:
@@ -62,22 +63,52 @@ class NativeIntake:
         return Outcome.DONE
 
     def native_delete_owner(self, namespace: str, api_version: str, kind: str, name: str, uid: str) -> Outcome:
-        """Delete the owner of native pods (a batch/v1 Job) with its pods; only the owner the pods
-        named (the uid precondition), never a new one under its name."""
+        """Delete the owner of native pods (a batch/v1 Job, the JobSet that controls such a Job, a
+        PyTorchJob) with its pods; only the owner the pods named (the uid precondition), never a
+        new one under its name."""
         if (api_version, kind) not in DELETE_OWNER_KINDS:
             raise Refused(f"Tessera does not delete {kind} objects; stop {kind} {name} yourself")
+        if kind == "Job":
+            api_version, kind, name, uid = self._jobset_of(namespace, name, uid) or (api_version, kind, name, uid)
+        # Both in the body: the API server reads a body's options and ignores the query's, and
+        # a Job deleted without a policy orphans its pods (the REST default for Jobs), which
+        # then run on with no owner.
+        options = client.V1DeleteOptions(propagation_policy="Background", preconditions=client.V1Preconditions(uid=uid))
         try:
-            # Both in the body: the API server reads a body's options and ignores the query's, and
-            # a Job deleted without a policy orphans its pods (the REST default for Jobs), which
-            # then run on with no owner.
-            options = client.V1DeleteOptions(
-                propagation_policy="Background", preconditions=client.V1Preconditions(uid=uid)
-            )
-            client.BatchV1Api(self.core.api_client).delete_namespaced_job(
-                name, namespace, body=options, _request_timeout=self.config.request_timeout_s
-            )
+            if kind == "Job":
+                client.BatchV1Api(self.core.api_client).delete_namespaced_job(
+                    name, namespace, body=options, _request_timeout=self.config.request_timeout_s
+                )
+            else:
+                group, plural = CUSTOM_OWNERS[kind]
+                client.CustomObjectsApi(self.core.api_client).delete_namespaced_custom_object(
+                    group,
+                    api_version.split("/", 1)[1],
+                    namespace,
+                    plural,
+                    name,
+                    body=options,
+                    _request_timeout=self.config.request_timeout_s,
+                )
         except ApiException as exc:
-            if exc.status in (404, 409):  # 409: the precondition failed, the Job was replaced
+            if exc.status in (404, 409):  # 409: the precondition failed, the owner was replaced
                 return Outcome.GONE
             raise
         return Outcome.DONE
+
+    def _jobset_of(self, namespace: str, name: str, uid: str) -> tuple[str, str, str, str] | None:
+        """The JobSet that controls this batch/v1 Job (api version, kind, name, uid), else None."""
+        try:
+            job = client.BatchV1Api(self.core.api_client).read_namespaced_job(
+                name, namespace, _request_timeout=self.config.request_timeout_s
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        if job.metadata.uid != uid:
+            return None
+        for ref in job.metadata.owner_references or []:
+            if ref.controller and ref.kind == "JobSet" and ref.api_version.startswith(CUSTOM_OWNERS["JobSet"][0] + "/"):
+                return ref.api_version, ref.kind, ref.name, ref.uid
+        return None

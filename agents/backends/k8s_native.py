@@ -25,6 +25,13 @@ from agents.backends.k8s_reading import SHARED_RESOURCE, accepts_no_isolation, p
 ANNOTATION_GPU_MEMORY = "tessera.io/gpu-memory-gb"
 ANNOTATION_PROJECT = "tessera.io/project"
 _MIG_RESOURCE = re.compile(r"^nvidia\.com/mig-(\d+g\.\d+gb)((?:\.[a-z]+)*)$")
+# Owners whose pods a cancel must not delete one by one: their controller makes new ones at once.
+# Deleting the owner stops them all (Kubernetes 1.20 has no Job suspend: that is beta from 1.22; a
+# JobSet's or PyTorchJob's suspend works through its child Jobs' or pods' controller, so deleting is
+# what works on every server). A batch/v1 Job that a JobSet controls is stopped by deleting the JobSet.
+DELETE_OWNER_KINDS = {("batch/v1", "Job"), ("kubeflow.org/v1", "PyTorchJob")}
+# The label the JobSet controller (kubernetes-sigs/jobset) puts on its child Jobs and their pods.
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 MAX_GPUS_PER_POD = 64  # a pod runs on one node; more is a typo, refused before any row is written
 
 
@@ -78,7 +85,10 @@ class NativePod:
 
     @property
     def display_name(self) -> str:
-        """What the portal calls the job: its owner ("Job train-llm"), else the pod."""
+        """What the portal calls the job: its owner ("Job train-llm"), else the pod. A JobSet's
+        pods are owned by its child Jobs; the team knows the JobSet, which labels them with its name."""
+        if self.owner is not None and self.owner.kind == "Job" and self.labels.get(JOBSET_NAME_LABEL):
+            return f"JobSet {self.labels[JOBSET_NAME_LABEL]}"[:100]
         if self.owner is not None:
             return f"{self.owner.kind} {self.owner.name}"[:100]
         return f"Pod {self.name}"[:100]

@@ -21,6 +21,7 @@ from scheduling.defaults import PRIORITIES
 from scheduling.models import CapacityTier, Gpu, NetworkSwitch, Node, PriorityClass
 from tests.kube.control_plane import ControlPlane, ControlPlaneMissing
 from tests.kube.kubelet import GpuNode, Kubelet
+from tests.kube.operator_crds import install_operator_crds
 from tests.workers.conftest import Workers, job_add
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -74,6 +75,7 @@ def control_plane(tmp_path_factory):
             for manifest in ("namespace.yaml", "rbac.yaml", "priorityclasses.yaml"):
                 apply(admin, DEPLOY / manifest)
             namespace_ensure(core, TEAM)
+            install_operator_crds(admin)  # now: the garbage collector's 30 s sync (operator_crds.py)
         yield plane
     finally:
         plane.cleanup()

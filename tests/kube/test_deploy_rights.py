@@ -44,6 +44,17 @@ def test_the_backend_may_do_nothing_next_to_it(kube_admin, verb, resource, names
     assert not allowed(kube_admin, BACKEND_USER, BACKEND_GROUPS, verb, resource, namespace)
 
 
+def test_the_backend_may_delete_the_owners_a_portal_cancel_stops_and_no_more(kube_admin):
+    """A cancel deletes a native pod's batch/v1 Job, the JobSet controlling that Job, or its
+    PyTorchJob (agents/backends/k8s_intake.py); it never makes or changes one."""
+    for verb, resource, group in (("get", "jobs", "batch"), ("delete", "jobs", "batch"),
+                                  ("delete", "jobsets", "jobset.x-k8s.io"), ("delete", "pytorchjobs", "kubeflow.org")):
+        assert allowed(kube_admin, BACKEND_USER, BACKEND_GROUPS, verb, resource, TEAM, group), (verb, resource)
+    for verb, resource, group in (("create", "jobs", "batch"), ("patch", "jobsets", "jobset.x-k8s.io"),
+                                  ("create", "pytorchjobs", "kubeflow.org")):
+        assert not allowed(kube_admin, BACKEND_USER, BACKEND_GROUPS, verb, resource, TEAM, group), (verb, resource)
+
+
 def test_the_portal_may_only_read_pod_logs(kube_admin):
     assert allowed(kube_admin, PORTAL_USER, PORTAL_GROUPS, "get", "pods/log")
     for verb, resource in (("get", "pods"), ("list", "pods"), ("create", "pods"), ("get", "secrets")):
