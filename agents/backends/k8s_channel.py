@@ -76,12 +76,3 @@ def channel_secret_manifest(name: str, namespace: str, token: str, url: str, own
         "stringData": {TOKEN_KEY: token, URL_KEY: url},
     }
 
-
-def secret_owner(pod: Any) -> dict:
-    """The pod's controlling owner as an owner reference, else the pod itself."""
-    meta = pod.metadata
-    controller = next((r for r in meta.owner_references or [] if r.controller), None)
-    if controller is not None:
-        return {"apiVersion": controller.api_version, "kind": controller.kind, "name": controller.name,
-                "uid": controller.uid}
-    return {"apiVersion": "v1", "kind": "Pod", "name": meta.name, "uid": meta.uid}

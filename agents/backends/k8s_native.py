@@ -249,3 +249,12 @@ def _owner(references: Any) -> Owner | None:
         uid=chosen.uid,
         controller=bool(chosen.controller),
     )
+
+
+def secret_owner(pod: Any) -> dict:
+    """The owner reference of the pod's checkpoint-channel Secret (k8s_channel.py): the pod's
+    controlling owner (a Job), so the garbage collector removes the Secret with it, else the pod."""
+    owner, meta = _owner(pod.metadata.owner_references), pod.metadata
+    if owner is not None and owner.controller:
+        return {"apiVersion": owner.api_version, "kind": owner.kind, "name": owner.name, "uid": owner.uid}
+    return {"apiVersion": "v1", "kind": "Pod", "name": meta.name, "uid": meta.uid}

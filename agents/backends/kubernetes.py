@@ -35,10 +35,11 @@ from agents.backends.base import (
     RepartitionState,
     TransientBackendError,
 )
-from agents.backends.k8s_channel import channel_secret_manifest, secret_owner
+from agents.backends.k8s_channel import channel_secret_manifest
 from agents.backends.k8s_events import PodEvents
 from agents.backends.k8s_intake import NativeIntake
 from agents.backends.k8s_mig import MigLabels
+from agents.backends.k8s_native import secret_owner
 from agents.backends.k8s_pod_cache import PodCache
 from agents.backends.k8s_podgroups import PodGroups
 from agents.backends.k8s_reading import (
