@@ -3,33 +3,20 @@ portal job does: the cycle gives it a position, an estimate and a reason, and th
 queue API and the job API show them, though nobody in the portal submitted it."""
 
 import re
+from dataclasses import replace
 
 import pytest
 from django.utils import timezone
 
 from scheduling.cycle import decide_and_apply
-from scheduling.native import NativeNeed, native_job_create
+from scheduling.native import native_job_create
+from tests.scheduling.test_native_jobs import NEED as BATCH_JOB_POD
 from tests.ui.conftest import make_job
 
 pytestmark = pytest.mark.django_db
 
 # As agents/native.py reads an 8-GPU pod of a batch/v1 Job: no node has 8 GPUs free (two run).
-NEED = NativeNeed(
-    uid="u-native",
-    namespace="alpha",
-    pod_name="train-0",
-    name="Job train-llm",
-    image="pytorch:24",
-    gpus=8,
-    gpu_memory_gb=0.0,
-    mig_profile=None,
-    cpu_cores=4,
-    memory_gb=32,
-    priority_class="training",
-    priority=200,
-    project=None,
-    owner=("batch/v1", "Job", "train-llm", "uid-o"),
-)
+NEED = replace(BATCH_JOB_POD, uid="u-native", namespace="alpha", gpus=8)
 
 
 def _dashboard_row(client, job) -> str:
