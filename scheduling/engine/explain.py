@@ -60,9 +60,15 @@ def _model_supply(session: Session) -> dict[str, ModelSupply]:
     supply: defaultdict[str, ModelSupply] = defaultdict(ModelSupply)
     for node in session.nodes.values():
         entry = supply[node.model]
+        free, total = entry.free, entry.total  # added in the same order as before: same floats
         for gpu in node.gpus:
-            entry.free += _gpu_free_units(gpu)
-            entry.total += 1.0 if gpu.healthy and node.ready else 0.0
+            if gpu.mig_enabled or gpu.shares or not gpu.usable:
+                free += _gpu_free_units(gpu)
+            elif gpu.whole_job is None:  # _gpu_free_units inlined for a usable unshared whole GPU
+                free += 1.0
+            if gpu.healthy and node.ready:
+                total += 1.0
+        entry.free, entry.total = free, total
     for members in session.members.values():
         for m in members:
             if m.job is not None:
@@ -359,8 +365,10 @@ def explain(session: Session) -> dict[str, PendingInfo]:
         # A job at its team's burst limit starts when its team frees room, and books units from then.
         not_before = _team_frees_room(session, job, team_ends) if code == WaitingReason.BURST_LIMIT \
             else session.now
+        # A plan that booked PLANNED_JOBS tells no more (start says None): not asked, as its
+        # argument costs a lookup per job and most of a long queue is past that point.
         eta = plan.start(min_units(session, job), job.expected_runtime_s, not_before) \
-            if key and not_before is not None else None
+            if key and not_before is not None and plan.booked < PLANNED_JOBS else None
         if held is not None:
             eta = held.at
         infos[job.id] = PendingInfo(job.id, code, text, eta, team_rank[job.id], position)

@@ -27,7 +27,7 @@ class GpuState:
         self.gpu = gpu
         self.index = gpu.index
         self.key = (node.name, gpu.index)
-        self.outer = (node.model, node.tier)  # the index bucket of its node's model and tier
+        self.outer = node.outer  # the index bucket of its node's model and tier
         self.geometry = geometry if gpu.mig_capable else None
         self.memory_gb = gpu.memory_gb
         self.mig_enabled = gpu.mig_enabled and self.geometry is not None
@@ -46,15 +46,15 @@ class GpuState:
         self.reserved: str | None = None  # holder of a reservation masking it (reservations.py)
         self.layout_errors: tuple[str, ...] = ()
         if self.mig_enabled:
-            layout = [(inst.profile, inst.start) for inst in gpu.mig_instances]
-            self.layout_errors = tuple(layout_errors(self.mig_geometry, layout))
+            self.layout_errors = _layout_errors(self.mig_geometry,
+                                                tuple((inst.profile, inst.start) for inst in gpu.mig_instances))
         if self.layout_errors:
             # One bad row (a typo in the admin, an overlap) must not stop the cycle for every
             # GPU: this one takes no work and is reported in the plan until its layout is fixed.
             self.healthy = False
         elif self.mig_enabled:
             for inst in gpu.mig_instances:
-                self.add_instance(self.mig_geometry.resolve(inst.profile), inst.start)
+                self.add_instance(_profile(self.mig_geometry, inst.profile), inst.start)
                 if inst.job_id is not None:  # held even if no running member says so
                     self.set_user(inst.start, inst.job_id)
 
@@ -121,6 +121,32 @@ class GpuState:
 
 
 _UNITS: dict[tuple[str, str], float] = {}
+# Per (model, layout) and (model, profile name): every MIG GPU of every cycle asks, and the answers
+# are fixed (a cluster has a handful of layouts; the bound only guards against a stream of typos).
+_LAYOUT_ERRORS: dict[tuple[str, tuple[tuple[str, int], ...]], tuple[str, ...]] = {}
+_PROFILES: dict[tuple[str, str], MigProfile] = {}
+_CACHE_BOUND = 4096
+
+
+def _layout_errors(geometry: MigGeometry, layout: tuple[tuple[str, int], ...]) -> tuple[str, ...]:
+    key = (geometry.model, layout)
+    errors = _LAYOUT_ERRORS.get(key)
+    if errors is None:
+        if len(_LAYOUT_ERRORS) >= _CACHE_BOUND:
+            _LAYOUT_ERRORS.clear()
+        errors = _LAYOUT_ERRORS[key] = tuple(layout_errors(geometry, layout))
+    return errors
+
+
+def _profile(geometry: MigGeometry, name: str) -> MigProfile:
+    """geometry.resolve, cached (a valid layout's names all resolve)."""
+    key = (geometry.model, name)
+    profile = _PROFILES.get(key)
+    if profile is None:
+        if len(_PROFILES) >= _CACHE_BOUND:
+            _PROFILES.clear()
+        profile = _PROFILES[key] = geometry.resolve(name)
+    return profile
 
 
 def _mig_units(geometry: MigGeometry, name: str) -> float:
@@ -133,7 +159,7 @@ def _mig_units(geometry: MigGeometry, name: str) -> float:
 
 
 class NodeState:
-    __slots__ = ("node", "name", "tier", "model", "free_cpu", "free_mem", "gpus", "ready",
+    __slots__ = ("node", "name", "tier", "model", "outer", "free_cpu", "free_mem", "gpus", "ready",
                  "index_keys", "offers_whole", "offers_shares", "version", "_free")
 
     def __init__(self, node: Node, model: str):
@@ -141,6 +167,7 @@ class NodeState:
         self.name = node.name
         self.tier = node.tier
         self.model = model
+        self.outer = (model, node.tier)
         self.free_cpu = float(node.cpu_cores)
         self.free_mem = float(node.memory_gb)
         self.ready = node.state == NODE_READY

@@ -50,6 +50,7 @@ def ordered(session: Session, jobs: Iterable[Job], lending: bool = False) -> Ite
     weights = {team: max(session.queue(team).weight, 1e-9) for team in queues}
     heap = [_entry(session, team, q[-1], by_history, weights[team]) for team, q in queues.items()]
     heapq.heapify(heap)
+    usage = session.usage
     while heap:
         team = heapq.heappop(heap)[-1]
         line = queues[team]
@@ -59,7 +60,8 @@ def ordered(session: Session, jobs: Iterable[Job], lending: bool = False) -> Ite
                 # the team's ratio now counts what it was just given (entry penalty); while it
                 # is still the least served it goes on without a trip through the heap (entries
                 # never tie: each names its team), and alone it goes on regardless
-                entry = _entry(session, team, line[-1], by_history, weights[team])
+                entry = _entry(session, team, line[-1], by_history, weights[team]) if by_history \
+                    else (-line[-1].priority, 0.0, usage.get(team, 0.0) / weights[team], team)  # inlined
                 if heap[0] < entry:
                     heapq.heappush(heap, entry)
                     break
