@@ -9,9 +9,9 @@ expected runtimes, and the job starts once enough units are free.
 from __future__ import annotations
 
 import bisect
-import heapq
 from collections import defaultdict
 from dataclasses import dataclass, field
+from itertools import accumulate, chain
 from typing import TYPE_CHECKING
 
 from .memory import smallest_profile
@@ -86,14 +86,13 @@ def _release_curve(session: Session, models: Models) -> ReleaseCurve:
     each end cumulated), cached per model set so each estimate is a bisection."""
     if models not in session.release_curves:
         supply = _model_supply(session)
-        ends = list(heapq.merge(*(supply[m].ends for m in models)))  # each model's is sorted
-        cumulative, running = [], 0.0
-        for _, units in ends:
-            running += units
-            cumulative.append(running)
+        # Each model's list is sorted, so this sort merges runs (in C; heapq.merge, a generator,
+        # cost 0.03 s per model set at 4,000 nodes); equal (end, units) pairs are interchangeable.
+        ends = sorted(chain.from_iterable(supply[m].ends for m in models))
         session.release_curves[models] = (sum(supply[m].free for m in models),
                                           sum(supply[m].total for m in models),
-                                          [end for end, _ in ends], cumulative)
+                                          [end for end, _ in ends],
+                                          list(accumulate(units for _, units in ends)))
     return session.release_curves[models]
 
 
