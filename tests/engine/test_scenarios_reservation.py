@@ -115,3 +115,16 @@ def test_one_wording_for_every_wait(seconds, speed, words):
 def test_a_snapshot_refuses_a_clock_that_stands_still():
     with pytest.raises(ValueError, match="clock_speed"):
         dataclasses.replace(snap([node("n1")]), clock_speed=0)
+
+
+def test_a_blocked_whole_gpu_job_reserves_no_gpu_of_a_sharing_node():
+    # An MPS node offers replicas only, never a whole GPU (engine/sharing.py). Its idle GPUs were
+    # the head's reservation, "free now", for a job that could never start there; the head held
+    # that instead of the GPUs it can use, and the idle GPUs were counted as held for it (most of
+    # the "reserved" idle GPU-hours of the simulator's sweep). It reserves n1; shares still go to m.
+    mps = node("m", sharing="mps", replicas=4)
+    share = job("share", gpus=0, mem=10.0, queue_order=2, expected_runtime_s=90_000)
+    plan = schedule(snap([node(n) for n in BASE_NODES] + [mps], [HEAD, share], BASE_RUNS))
+    assert {b.job_id: b.node for b in plan.binds} == {"share": "m"}
+    assert plan.pending["head"].reason == "reserved"
+    assert "holds a reservation on n1 (4 GPUs)" in plan.pending["head"].message

@@ -133,7 +133,7 @@ def _candidates(session: Session, job: Job, taken: set[GpuKey]) -> dict[str, Fre
 
 def _node_free_times(session: Session, node: NodeState) -> FreeTimes:
     out: FreeTimes = []
-    if not node.ready:
+    if not node.ready or not node.offers_whole:  # a sharing node's GPUs never go whole (sharing.py)
         return out
     ends = session.job_ends
     for gpu in node.gpus:
