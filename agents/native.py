@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import replace
 from datetime import datetime, timedelta
 
 from django.core.cache import cache
@@ -32,8 +31,8 @@ from django.db import IntegrityError
 from agents.backends.base import Backend, Outcome, PreemptRequest, TransientBackendError
 from agents.backends.k8s_channel import channel_name
 from agents.backends.k8s_gangs import GangError
-from agents.backends.k8s_native import DELETE_OWNER_KINDS, RefusedPod
 from agents.backends.k8s_native import NativePod as FoundPod
+from agents.backends.k8s_native import RefusedPod, owner_kind
 from agents.native_gangs import PodGroupCounts, gang_take_in, gangs_resize
 from scheduling.clock import database_now
 from scheduling.engine.reasons import PreemptReason
@@ -89,9 +88,8 @@ def _take_in(backend, found: FoundPod | RefusedPod, now: datetime, counts: PodGr
     job = _job_of(found.uid)
     if job is None:
         try:
-            need = native_need(found)
-            if found.group and not counts.is_gang(found.namespace, found.group):
-                need = replace(need, group="")  # a `basic` PodGroup: each pod a job of its own
+            gang = bool(found.group) and counts.is_gang(found.namespace, found.group)
+            need = native_need(found, found.group if gang else "")  # a `basic` PodGroup: each pod a job of its own
             if native_stopping(need):
                 return None, ""  # made while the job it comes from is being stopped: it rejoins it once released
             job = native_rejoin(need=need, at=now)  # a pod made again after Tessera stopped its job
@@ -140,8 +138,10 @@ def _refuse(backend, refused: RefusedPod) -> str:
     return refused.reason
 
 
-def native_need(found: FoundPod) -> NativeNeed:
-    owner = found.owner
+def native_need(found: FoundPod, group: str | None = None) -> NativeNeed:
+    """The pod as a job's need, its job's group being `group` (default: the pod's; '' for a pod on
+    its own); its checkpoint channel is read with that same group, as native_channel names it at bind."""
+    owner, group = found.owner, (found.group or "") if group is None else group
     return NativeNeed(
         uid=found.uid,
         namespace=found.namespace,
@@ -156,9 +156,9 @@ def native_need(found: FoundPod) -> NativeNeed:
         priority_class=found.priority_class,
         priority=found.priority,
         project=found.project,
-        group=found.group or "",
+        group=group,
         accepts_no_isolation=found.accepts_no_isolation,
-        checkpoint_interval_s=found.checkpoint_interval_s,
+        checkpoint_interval_s=found.checkpoint_interval(group),
         owner=(owner.api_version, owner.kind, owner.name, owner.uid) if owner else ("", "", "", ""),
     )
 
@@ -207,18 +207,18 @@ def native_bind_refused(backend, job: Job, why: str) -> None:
 
 
 def native_stop(backend: Backend, job: Job, pods, reason: str, grace_s: int = 0) -> None:
-    """Stop a native job's pods. A cancel of pods a batch/v1 Job (or the JobSet controlling it) or a
-    PyTorchJob controls deletes that owner: deleting its pods alone would only make the controller
-    create new ones (Kubernetes 1.20 cannot suspend a Job). Every other stop deletes the pods themselves."""
+    """Stop a native job's pods. A cancel of pods whose owner is in k8s_native.OWNER_KINDS (a batch/v1
+    Job, the JobSet controlling it, a PyTorchJob) deletes that owner: deleting its pods alone would
+    only make the controller create new ones (Kubernetes 1.20 cannot suspend a Job). Every other stop
+    deletes the pods themselves."""
     if reason in LEAVE_PENDING:
         return
     if reason in CANCEL_REASONS:
         owners = NativePod.objects.filter(job=job).order_by("pk")
-        owner = next((o for o in owners if (o.owner_api_version, o.owner_kind) in DELETE_OWNER_KINDS), None)
-        if owner is not None:
-            backend.native_delete_owner(
-                owner.namespace, owner.owner_api_version, owner.owner_kind, owner.owner_name, owner.owner_uid
-            )
+        owner = next((o for o in owners if owner_kind(o.owner_api_version, o.owner_kind)), None)
+        if owner is not None and backend.native_delete_owner(
+            owner.namespace, owner.owner_api_version, owner.owner_kind, owner.owner_name, owner.owner_uid
+        ):
             return
     for pod in pods:
         backend.preempt(

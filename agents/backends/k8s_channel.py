@@ -32,17 +32,15 @@ def channel_name(group: str | None, owner_name: str | None, pod_name: str) -> st
     return name if len(name) <= 253 and DNS_SUBDOMAIN.match(name) else ""
 
 
-def mounts_channel(pod: Any, name: str) -> bool:
-    """Whether the pod declares the Secret `name` as a volume, plain or in a projected volume."""
-    if not name or pod.spec is None:
-        return False
-    for volume in pod.spec.volumes or []:
-        if volume.secret is not None and volume.secret.secret_name == name:
-            return True
+def mounted_channels(pod: Any) -> frozenset[str]:
+    """The checkpoint-channel Secrets (by name) the pod declares as volumes, plain or projected."""
+    names = set()
+    for volume in (pod.spec.volumes if pod.spec is not None else None) or []:
+        if volume.secret is not None:
+            names.add(volume.secret.secret_name or "")
         sources = volume.projected.sources if volume.projected is not None else None
-        if any(source.secret is not None and source.secret.name == name for source in sources or []):
-            return True
-    return False
+        names.update(source.secret.name or "" for source in sources or [] if source.secret is not None)
+    return frozenset(name for name in names if name.startswith(CHANNEL_PREFIX))
 
 
 def channel_interval_s(annotations: dict[str, str]) -> int:

@@ -15,14 +15,19 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from agents.backends import k8s_manifests as m
-from agents.backends.base import Outcome, Refused
-from agents.backends.k8s_native import DELETE_OWNER_KINDS, NativePod, RefusedPod, is_native, read_native
+from agents.backends.base import Outcome
+from agents.backends.k8s_native import (
+    OWNER_KINDS,
+    NativePod,
+    OwnerKind,
+    RefusedPod,
+    is_native,
+    owner_kind,
+    read_native,
+)
 
 JSON_PATCH = "application/json-patch+json"
-# The custom owners a cancel deletes, by kind: (group, plural). A JobSet (kubernetes-sigs/jobset)
-# makes a batch/v1 Job per replicated job and makes a deleted one again; so its Jobs' pods are
-# stopped by deleting the JobSet.
-CUSTOM_OWNERS = {"PyTorchJob": ("kubeflow.org", "pytorchjobs"), "JobSet": ("jobset.x-k8s.io", "jobsets")}
+MAX_OWNER_CHAIN = 4  # pod -> owner -> its controller ...: far more than any controller here nests
 
 
 class NativeIntake:
@@ -62,53 +67,68 @@ class NativeIntake:
             raise
         return Outcome.DONE
 
-    def native_delete_owner(self, namespace: str, api_version: str, kind: str, name: str, uid: str) -> Outcome:
-        """Delete the owner of native pods (a batch/v1 Job, the JobSet that controls such a Job, a
-        PyTorchJob) with its pods; only the owner the pods named (the uid precondition), never a
-        new one under its name."""
-        if (api_version, kind) not in DELETE_OWNER_KINDS:
-            raise Refused(f"Tessera does not delete {kind} objects; stop {kind} {name} yourself")
-        if kind == "Job":
-            api_version, kind, name, uid = self._jobset_of(namespace, name, uid) or (api_version, kind, name, uid)
+    def native_delete_owner(self, namespace: str, api_version: str, kind: str, name: str, uid: str) -> Outcome | None:
+        """Delete what makes the native pods of this owner (k8s_native.OWNER_KINDS), with its pods: the
+        owner itself, or the kind of the table that controls it (the JobSet of a child Job), found by
+        reading the chain of controllers up. Only the objects the chain names (uid preconditions),
+        never a new one under a name. None: nothing there that a cancel deletes."""
+        chain, deleted = (api_version, kind, name, uid), None
+        for _ in range(MAX_OWNER_CHAIN):
+            found = owner_kind(chain[0], chain[1])
+            if found is None:
+                break
+            if found.deleted:
+                deleted = chain
+            parent = self._controller_of(namespace, found, *chain) if found.controlled else None
+            if parent is None:
+                break
+            chain = parent
+        if deleted is None:
+            return None
+        api_version, kind, name, uid = deleted
+        group, plural = OWNER_KINDS[kind].group, OWNER_KINDS[kind].plural
         # Both in the body: the API server reads a body's options and ignores the query's, and
         # a Job deleted without a policy orphans its pods (the REST default for Jobs), which
         # then run on with no owner.
         options = client.V1DeleteOptions(propagation_policy="Background", preconditions=client.V1Preconditions(uid=uid))
         try:
-            if kind == "Job":
-                client.BatchV1Api(self.core.api_client).delete_namespaced_job(
-                    name, namespace, body=options, _request_timeout=self.config.request_timeout_s
-                )
-            else:
-                group, plural = CUSTOM_OWNERS[kind]
-                client.CustomObjectsApi(self.core.api_client).delete_namespaced_custom_object(
-                    group,
-                    api_version.split("/", 1)[1],
-                    namespace,
-                    plural,
-                    name,
-                    body=options,
-                    _request_timeout=self.config.request_timeout_s,
-                )
+            client.CustomObjectsApi(self.core.api_client).delete_namespaced_custom_object(
+                group,
+                api_version.rpartition("/")[2],
+                namespace,
+                plural,
+                name,
+                body=options,
+                _request_timeout=self.config.request_timeout_s,
+            )
         except ApiException as exc:
             if exc.status in (404, 409):  # 409: the precondition failed, the owner was replaced
                 return Outcome.GONE
             raise
         return Outcome.DONE
 
-    def _jobset_of(self, namespace: str, name: str, uid: str) -> tuple[str, str, str, str] | None:
-        """The JobSet that controls this batch/v1 Job (api version, kind, name, uid), else None."""
+    def _controller_of(
+        self, namespace: str, found: OwnerKind, api_version: str, kind: str, name: str, uid: str
+    ) -> tuple[str, str, str, str] | None:
+        """The controlling owner (api version, kind, name, uid) of this object, when it is of a kind
+        of the table; None when it has none, or is gone or replaced."""
         try:
-            job = client.BatchV1Api(self.core.api_client).read_namespaced_job(
-                name, namespace, _request_timeout=self.config.request_timeout_s
+            obj = client.CustomObjectsApi(self.core.api_client).get_namespaced_custom_object(
+                found.group,
+                api_version.rpartition("/")[2],
+                namespace,
+                found.plural,
+                name,
+                _request_timeout=self.config.request_timeout_s,
             )
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise
-        if job.metadata.uid != uid:
+        meta = obj.get("metadata") or {}
+        if meta.get("uid") != uid:
             return None
-        for ref in job.metadata.owner_references or []:
-            if ref.controller and ref.kind == "JobSet" and ref.api_version.startswith(CUSTOM_OWNERS["JobSet"][0] + "/"):
-                return ref.api_version, ref.kind, ref.name, ref.uid
+        for ref in meta.get("ownerReferences") or []:
+            if ref.get("controller") and owner_kind(ref.get("apiVersion", ""), ref.get("kind", "")) is not None:
+                return ref["apiVersion"], ref["kind"], ref["name"], ref["uid"]
         return None

@@ -17,7 +17,7 @@ from typing import Any
 from kubernetes.utils import parse_quantity
 
 from agents.backends import k8s_manifests as m
-from agents.backends.k8s_channel import channel_interval_s, channel_name, mounts_channel
+from agents.backends.k8s_channel import channel_interval_s, channel_name, mounted_channels
 from agents.backends.k8s_gangs import GangError, annotation_min_member, pod_group_name, scheduling_group_name
 from agents.backends.k8s_reading import SHARED_RESOURCE, accepts_no_isolation, pod_device_amounts
 
@@ -25,11 +25,37 @@ from agents.backends.k8s_reading import SHARED_RESOURCE, accepts_no_isolation, p
 ANNOTATION_GPU_MEMORY = "tessera.io/gpu-memory-gb"
 ANNOTATION_PROJECT = "tessera.io/project"
 _MIG_RESOURCE = re.compile(r"^nvidia\.com/mig-(\d+g\.\d+gb)((?:\.[a-z]+)*)$")
-# Owners whose pods a cancel must not delete one by one: their controller makes new ones at once.
-# Deleting the owner stops them all (Kubernetes 1.20 has no Job suspend: that is beta from 1.22; a
-# JobSet's or PyTorchJob's suspend works through its child Jobs' or pods' controller, so deleting is
-# what works on every server). A batch/v1 Job that a JobSet controls is stopped by deleting the JobSet.
-DELETE_OWNER_KINDS = {("batch/v1", "Job"), ("kubeflow.org/v1", "PyTorchJob")}
+
+
+@dataclass(frozen=True)
+class OwnerKind:
+    """A kind of object that makes native pods, as a cancel treats it (native_delete_owner)."""
+
+    group: str  # its API group ("batch" for batch/v1 Jobs)
+    plural: str
+    deleted: bool  # a cancel deletes it, with its pods: its controller would make deleted pods again
+    controlled: bool  # it may be made by another kind here, which a cancel then deletes in its place
+
+
+# The one table of the owners a cancel looks at (docs/reference/native-submission.md, "Cancel").
+# Deleting the owner stops all its pods (Kubernetes 1.20 has no Job suspend: that is beta from 1.22;
+# a JobSet's or PyTorchJob's suspend works through its child Jobs' or pods' controller, so deleting
+# is what works on every server). A batch/v1 Job that a JobSet controls is stopped by deleting the
+# JobSet, which would make a deleted child Job again.
+OWNER_KINDS = {
+    "Job": OwnerKind("batch", "jobs", deleted=True, controlled=True),
+    "JobSet": OwnerKind("jobset.x-k8s.io", "jobsets", deleted=True, controlled=False),
+    "PyTorchJob": OwnerKind("kubeflow.org", "pytorchjobs", deleted=True, controlled=False),
+}
+
+
+def owner_kind(api_version: str, kind: str) -> OwnerKind | None:
+    """The table's row for an owner reference's apiVersion and kind; None for a kind (or API group)
+    Tessera does not stop through its owner."""
+    found = OWNER_KINDS.get(kind)
+    return found if found is not None and found.group == api_version.rpartition("/")[0] else None
+
+
 # The label the JobSet controller (kubernetes-sigs/jobset) puts on its child Jobs and their pods.
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 MAX_GPUS_PER_POD = 64  # a pod runs on one node; more is a typo, refused before any row is written
@@ -80,8 +106,22 @@ class NativePod:
     group: str | None = None
     min_member: int | None = None
     labels: dict[str, str] = field(default_factory=dict, compare=False)
-    # The checkpoint channel (agents/backends/k8s_channel.py): how often to ask, when the pod mounts it.
-    checkpoint_interval_s: int | None = None
+    # The checkpoint channel (agents/backends/k8s_channel.py): the channel Secrets the pod mounts, and
+    # how often to ask (its annotation, read where it mounts one).
+    channels: frozenset[str] = frozenset()
+    channel_interval_s: int | None = None
+
+    def checkpoint_interval(self, group: str | None) -> int | None:
+        """How often its job is asked for a checkpoint when the pod is a job's as `group` says (its
+        gang's, or '' for a pod on its own, such as a `basic` PodGroup's): where the pod mounts the
+        channel of that name (channel_name, as the bind names the Secret it creates); else None."""
+        name = channel_name(group, self.owner.name if self.owner else None, self.name)
+        return self.channel_interval_s if name and name in self.channels else None
+
+    @property
+    def checkpoint_interval_s(self) -> int | None:
+        """checkpoint_interval as a gang's member, where the pod names a group."""
+        return self.checkpoint_interval(self.group)
 
     @property
     def display_name(self) -> str:
@@ -132,6 +172,7 @@ def native_pod(pod: Any) -> NativePod:
         raise NativeRefusal("InvalidPodGroup", f"The pod's gang cannot be read: {exc}.") from None
     cpu, memory = _cpu_memory(pod)
     owner = _owner(meta.owner_references)
+    channels = mounted_channels(pod)
     return NativePod(
         uid=meta.uid or "",
         namespace=meta.namespace,
@@ -148,13 +189,12 @@ def native_pod(pod: Any) -> NativePod:
         group=group,
         min_member=min_member,
         labels=dict(meta.labels or {}),
-        checkpoint_interval_s=_channel_interval(pod, group, owner, annotations),
+        channels=channels,
+        channel_interval_s=_channel_interval(annotations) if channels else None,
     )
 
 
-def _channel_interval(pod: Any, group: str | None, owner: Owner | None, annotations: dict[str, str]) -> int | None:
-    if not mounts_channel(pod, channel_name(group, owner.name if owner else None, pod.metadata.name)):
-        return None
+def _channel_interval(annotations: dict[str, str]) -> int:
     try:
         return channel_interval_s(annotations)
     except ValueError as exc:

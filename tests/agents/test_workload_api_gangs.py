@@ -16,7 +16,7 @@ from agents.backends.k8s_gangs import (
     workload_api_version,
 )
 from agents.backends.kubernetes import KubernetesBackend, KubernetesConfig
-from agents.native import native_intake
+from agents.native import native_channel, native_intake
 from portal.models import TeamNamespace
 from scheduling.models import Job
 from tests.agents.fake_workload_api import GROUP, VERSION, FakeWorkloadApi, assert_valid
@@ -165,3 +165,30 @@ def test_where_the_api_is_not_served_nothing_is_listed(served):
     assert backend.podgroups.podgroup_api() is None
     assert backend.scheduling_pod_groups(NS) == {}
     assert not [path for _method, path in api.requests if path.endswith("/podgroups")]
+
+
+def with_channel(body: dict, secret: str) -> dict:
+    """The pod with the checkpoint channel's volume (README, "Bring your own workloads")."""
+    sources = [{"secret": {"name": secret, "optional": True}}]
+    body["spec"]["volumes"] = [{"name": "tessera", "projected": {"sources": sources}}]
+    return body
+
+
+@pytest.mark.django_db
+def test_a_basic_podgroups_pod_has_one_channel_name_at_intake_and_at_bind(served, team):  # noqa: F811
+    """A `basic` PodGroup's pods are jobs of their own: the channel is theirs (the pod's name here,
+    it has no owner), not the group's, which several jobs would share. The intake reads the volume
+    with the name the bind gives the Secret it creates (native_channel)."""
+    api, backend, objects = served
+    TeamNamespace.objects.create(namespace=NS, team=team)
+    labelled_by_hand(api, backend)
+    create(objects, podgroup("train-driver-0", BASIC, template="driver"))
+    backend.core.create_namespaced_pod(NS, with_channel(pod("own", "train-driver-0"), "tessera-checkpoint-own"))
+    backend.core.create_namespaced_pod(
+        NS, with_channel(pod("groups", "train-driver-0"), "tessera-checkpoint-train-driver-0")
+    )
+
+    native_intake(backend=backend)
+    own, groups = (Job.objects.get(native_pods__name=name) for name in ("own", "groups"))
+    assert own.checkpoint_interval_s == 3600 and native_channel(own, "own") == "tessera-checkpoint-own"
+    assert groups.checkpoint_interval_s is None and native_channel(groups, "groups") == ""
