@@ -247,7 +247,7 @@ def node_remove(*, name: str, at: datetime) -> bool:
     node = Node.objects.select_for_update().filter(name=name).first()
     if node is None or node.state == Node.State.LOST and not node.schedulable:
         return False
-    message = f"Node {node.name} was removed from the cluster; requeued."
+    message = f"Node {node.name} was removed from the cluster."
     jobs_release_on_node(node=node, at=min(at, node.last_heartbeat or at), message=message)
     history = Gpu.objects.filter(node=node).filter(placements__isnull=False).exists() or \
         node.usage_intervals.exists()

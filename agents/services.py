@@ -171,7 +171,7 @@ def node_lose(*, node_id: int, limit: datetime) -> bool:
         return False
     node = Node.objects.get(pk=node_id)
     at = node.last_heartbeat
-    jobs_release_on_node(node=node, at=at, message=f"Node {node.name} stopped answering after {at:%H:%M:%S}; requeued.")
+    jobs_release_on_node(node=node, at=at, message=f"Node {node.name} stopped answering after {at:%H:%M:%S}.")
     failpoint("node-lost.after-release")
     return True
 
@@ -273,7 +273,9 @@ def _job_end(*, job: Job, verdict: PodsVerdict, at: datetime, backend: Backend) 
         message = f"Pod {job.pod_namespace}/{verdict.pod} was deleted outside Tessera while it ran."
     else:
         reason = "evicted"
-        message = f"The cluster removed pod {verdict.pod} ({words}); requeued from its last checkpoint."
+        message = f"The cluster removed pod {verdict.pod} ({words})."
+        if seen and seen.finished_at is not None:  # billed until its containers were stopped
+            at = min(at, datetime.fromtimestamp(seen.finished_at, tz=UTC))
     released = job_release(job_id=job.pk, at=at, reason=reason, progress_s=progress, message=message)
     if released and reason != "completed":
         stop_pods(backend, job, job_pods(job), reason)  # the gang's other members stop with it

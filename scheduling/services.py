@@ -60,6 +60,9 @@ NATIVE_REQUEUE = {"bind-failed"}
 # ... except Tessera's own stops: the pods' controller makes them again, and they rejoin the job
 # (agents/native.py, native_rejoin), which resumes from its saved progress, billed from the new bind.
 NATIVE_STOPPED = {"preempted", "reclaimed", "moved", "spot-reclaimed"}
+# ... and the cluster's removals (an eviction, a lost node), for pods a controller makes again; a
+# pod without owner cannot come back, and its job fails, saying so. Any other job is requeued.
+CLUSTER_REMOVALS = {"node-lost", "evicted"}
 
 
 class TooManySubmits(Exception):
@@ -127,8 +130,17 @@ def job_release(*, job_id: int, at: datetime, reason: str, progress_s: float | N
         placement.save(update_fields=["ended_at", "end_reason"])
         signals.placement_ended.send(sender=Placement, placement=placement, at=ended, reason=reason)
     status = job.status if job.status in Job.FINISHED_STATUSES else target
+    controlled = job.native and all(row.owner_uid for row in job.native_pods.all())
     if job.native and status in Job.WAITING_STATUSES and reason in NATIVE_STOPPED:
         message = _native_vacate(job, message)
+    elif job.native and status in Job.WAITING_STATUSES and reason in CLUSTER_REMOVALS and controlled:
+        message = _native_vacate(job, message, removed=message)
+    elif job.native and status in Job.WAITING_STATUSES and reason in CLUSTER_REMOVALS:
+        status = Job.Status.FAILED
+        message = (f"{message} Its pod has no controller to make it again, and Tessera does not recreate a "
+                   "pod it did not create: the job failed.").strip()
+    elif reason in CLUSTER_REMOVALS and status in Job.WAITING_STATUSES:
+        message = f"{message} Requeued from its last checkpoint.".strip()
     elif job.native and status in Job.WAITING_STATUSES and reason not in NATIVE_REQUEUE:
         status = Job.Status.FAILED
         message = (f"{message} Its pod is gone and Tessera does not recreate a pod it did not create; "
@@ -146,15 +158,19 @@ def job_release(*, job_id: int, at: datetime, reason: str, progress_s: float | N
     return True
 
 
-def _native_vacate(job: Job, message: str) -> str:
-    """A native job stopped by Tessera waits for its pods' controller to make them again: its pod
-    rows become vacant places (the new pods take them), and no cycle places it meanwhile."""
+def _native_vacate(job: Job, message: str, removed: str = "") -> str:
+    """A native job stopped by Tessera, or whose pods the cluster `removed` (the release's words),
+    waits for its pods' controller to make them again: its pod rows become vacant places (the new
+    pods take them), and no cycle places it meanwhile."""
     rows = job.native_pods.all()
     rows.update(vacant=True)
     owner = next((row.owner for row in rows if row.owner), "")
     job.pending_reason_code = WaitingReason.PODS_GONE
-    job.pending_reason = (f"Its pods were stopped; it waits for {owner or 'them'} to make them again "
-                          "(a bare pod: create it again under its name).")
+    if removed:
+        job.pending_reason = f"{removed} It waits for {owner} to make its pods again."[:500]
+    else:
+        job.pending_reason = (f"Its pods were stopped; it waits for {owner or 'them'} to make them again "
+                              "(a bare pod: create it again under its name).")
     return f"{message} It resumes when its pods are made again.".strip()
 
 

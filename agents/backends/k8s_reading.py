@@ -248,10 +248,13 @@ def _timestamp(moment: Any) -> float | None:
 
 def _termination(pod: Any) -> tuple[str | None, int | None, str | None]:
     """Why a pod is where it is, in the cluster's words: a container's end or wait, else the pod's
-    own reason (a kubelet's admission refusal, an eviction)."""
+    own reason (a kubelet's admission refusal, an eviction). A failed pod's own reason wins: an
+    evicted pod's containers end killed ("Error", 137), which says nothing of why."""
     status = pod.status
     for container in (status and status.container_statuses) or []:
         state = container.state
+        if state and state.terminated and status.phase == "Failed" and status.reason:
+            return status.reason, state.terminated.exit_code, status.message
         if state and state.terminated:
             return state.terminated.reason, state.terminated.exit_code, state.terminated.message
         if state and state.waiting and state.waiting.reason:

@@ -1,0 +1,153 @@
+"""What the cluster does to a running native job, on the real control plane (issue 14): an eviction
+and a lost node requeue it as Tessera's own preemption does. Its GPUs are billed until the cluster
+stopped it, once; the job waits, saying why, for its controller to make its pod again; the new pod
+(the real Job controller's) rejoins the same job at its last confirmed checkpoint and is billed
+again only from its own bind. A bare pod that nothing makes again ends its job as failed, saying
+so. The test plays the kubelet: it marks a pod Failed as the kubelet's eviction does, or stops a
+node's heartbeats (the real kube-controller-manager marks it NotReady)."""
+
+from __future__ import annotations
+
+import base64
+from datetime import UTC, datetime
+
+import pytest
+from kubernetes import client
+from rest_framework.test import APIClient
+
+from agents import tasks
+from billing.models import UsageInterval
+from scheduling.models import ActionRequest, Job, Node
+from tests.kube import test_native_pods
+from tests.kube.test_disruptions import node_ready
+from tests.kube.test_native_checkpoint import controller_pods, job_with_channel
+from tests.kube.test_native_pods import MAPPED, bound, pod_body, read_pod
+from tests.workers.conftest import wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+core = test_native_pods.native  # namespace ml-research mapped to team vision, cleaned after
+CHANNEL = "tessera-checkpoint-train-llm"
+
+
+def evict(core, name: str) -> None:
+    """What the kubelet writes when it evicts a pod under node pressure: the pod Failed with reason
+    Evicted, its container killed."""
+    pod = core.read_namespaced_pod(name, MAPPED)
+    ended = datetime.now(UTC).isoformat()
+    killed = {"terminated": {"exitCode": 137, "reason": "Error", "startedAt": ended, "finishedAt": ended}}
+    containers = [{"name": c.name, "image": c.image, "imageID": "", "ready": False, "restartCount": 0,
+                   "state": killed} for c in pod.spec.containers]
+    core.patch_namespaced_pod_status(name, MAPPED, {"status": {
+        "phase": "Failed", "reason": "Evicted", "message": "The node was low on resource: memory.",
+        "containerStatuses": containers}})
+
+
+def confirm_checkpoint(core, job: Job, progress_s: float) -> None:
+    """The workload confirms a checkpoint of its own over the channel Tessera made for its Job."""
+    secret = core.read_namespaced_secret(CHANNEL, MAPPED)
+    token = base64.b64decode(secret.data["token"]).decode()
+    answer = APIClient().post("/api/v1/checkpoints/", {
+        "checkpoint_id": "periodic", "step": 100, "progress_s": progress_s,
+        "saved_at": datetime.now(UTC).isoformat()}, format="json", HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert answer.status_code == 201, answer.content
+
+
+def running_job_of_the_job_controller(core, kube_admin, kube_workers) -> tuple[Job, object]:
+    client.BatchV1Api(kube_admin).create_namespaced_job(MAPPED, job_with_channel("train-llm"))
+    wait_for(lambda: controller_pods(core), what="the Job controller's pod", timeout=30)
+    kube_workers.start()
+    (job_id,) = kube_workers.run(tasks.poll_agents)["native"]["taken"]
+    job = Job.objects.get(pk=job_id)
+    assert kube_workers.run(tasks.run_cycle)["placed"] == [job.pk]
+    wait_for(lambda: bound(job), what="bind confirmed", timeout=30)
+    (first,) = controller_pods(core)
+    wait_for(lambda: read_pod(core, MAPPED, first.metadata.name).status.phase == "Running", what="running", timeout=30)
+    confirm_checkpoint(core, job, progress_s=240.0)
+    return job, first
+
+
+def rejoined_and_billed_again(core, kube_workers, job: Job, first, first_run: list) -> None:
+    """The Job controller's new pod takes the job's vacant place: no second job; bound again, and
+    billed from that bind only."""
+    (second,) = wait_for(lambda: controller_pods(core, exclude=first.metadata.name), what="a new pod", timeout=60)
+    assert kube_workers.run(tasks.poll_agents)["native"]["taken"] == [job.pk]
+    assert Job.objects.filter(namespace=MAPPED).count() == 1
+    job.refresh_from_db()
+    assert (job.status, job.pending_reason_code, job.progress_s) == ("preempted", "new", 240.0)
+    assert kube_workers.run(tasks.run_cycle)["placed"] == [job.pk]
+    wait_for(lambda: ActionRequest.objects.filter(job=job, kind="bind", state="confirmed").count() == 2,
+             what="the new pod bound", timeout=30)
+    assert read_pod(core, MAPPED, second.metadata.name).spec.node_name
+    intervals = UsageInterval.objects.filter(job=job)
+    second_run = [i for i in intervals if i.ended_at is None]
+    assert len(intervals) == 8 and len(second_run) == 4
+    assert min(i.started_at for i in second_run) >= max(i.ended_at for i in first_run), "no GPU-second twice"
+
+
+def test_an_evicted_native_pod_requeues_its_job_and_the_controllers_new_pod_rejoins_it(
+        core, kube_workers, kube_admin):
+    job, first = running_job_of_the_job_controller(core, kube_admin, kube_workers)
+    evict(core, first.metadata.name)
+    evicted_at = datetime.now(UTC)
+    # Reconcile reads the eviction (its poll may come before or after the Job controller's new pod).
+    assert kube_workers.run(tasks.reconcile)["finished"] == {"evicted": [job.pk]}
+    job.refresh_from_db()
+    assert (job.status, job.pending_reason_code, job.progress_s) == ("preempted", "pods-gone", 240.0)
+    assert job.pending_reason.startswith(f"The cluster removed pod {first.metadata.name} (Evicted: The node was low")
+    assert job.pending_reason.endswith("It waits for Job train-llm to make its pods again.")
+    first_run = list(UsageInterval.objects.filter(job=job))
+    assert len(first_run) == 4 and all(i.ended_at is not None for i in first_run)
+    assert max(i.ended_at for i in first_run) <= evicted_at  # billed until the kubelet killed it, once
+    assert kube_workers.run(tasks.reconcile)["finished"] == {}
+    assert UsageInterval.objects.filter(job=job).count() == 4
+
+    rejoined_and_billed_again(core, kube_workers, job, first, first_run)
+    assert "failed" not in set(job.events.values_list("kind", flat=True))
+
+
+def test_a_lost_node_requeues_its_native_job_and_the_controllers_new_pod_rejoins_it(
+        core, gpu_cluster, kube_workers, kube_admin):
+    job, first = running_job_of_the_job_controller(core, kube_admin, kube_workers)
+    node_name = read_pod(core, MAPPED, first.metadata.name).spec.node_name
+    assert node_name in kube_workers.run(tasks.poll_agents)["answered"]
+
+    gpu_cluster.silence(node_name)
+    wait_for(lambda: node_ready(core, node_name) != "True", what="the controller manager's NotReady", timeout=60)
+    wait_for(lambda: node_name in kube_workers.run(tasks.poll_agents)["lost"], what="node lost", timeout=30, every=1.0)
+    job.refresh_from_db()
+    node = Node.objects.get(name=node_name)
+    assert (job.status, job.pending_reason_code, job.progress_s) == ("preempted", "pods-gone", 240.0)
+    assert job.pending_reason.startswith(f"Node {node_name} stopped answering")
+    assert job.pending_reason.endswith("It waits for Job train-llm to make its pods again.")
+    first_run = list(UsageInterval.objects.filter(job=job))
+    assert len(first_run) == 4 and all(i.ended_at == node.last_heartbeat for i in first_run)
+
+    # Reconcile stops the pod left on the lost node; the Job controller makes a new one, which goes
+    # to the other node.
+    kube_workers.run(tasks.reconcile)
+
+    def stopped() -> bool:
+        left = read_pod(core, MAPPED, first.metadata.name)
+        return left is None or left.metadata.deletion_timestamp is not None
+
+    wait_for(stopped, what="the pod on the lost node stopped", timeout=30)
+    rejoined_and_billed_again(core, kube_workers, job, first, first_run)
+
+
+def test_an_evicted_bare_pod_ends_its_job_as_failed_saying_it_has_no_controller(core, kube_workers):
+    core.create_namespaced_pod(MAPPED, pod_body("bare-0", runtime_s=600))
+    kube_workers.start()
+    (job_id,) = kube_workers.run(tasks.poll_agents)["native"]["taken"]
+    job = Job.objects.get(pk=job_id)
+    assert kube_workers.run(tasks.run_cycle)["placed"] == [job.pk]
+    wait_for(lambda: bound(job), what="bind confirmed", timeout=30)
+    wait_for(lambda: read_pod(core, MAPPED, "bare-0").status.phase == "Running", what="running", timeout=30)
+    evict(core, "bare-0")
+    assert kube_workers.run(tasks.reconcile)["finished"] == {"evicted": [job.pk]}
+    job.refresh_from_db()
+    assert job.status == "failed"
+    assert "has no controller to make it again" in job.events.get(kind="evicted").message
+    (interval,) = UsageInterval.objects.filter(job=job)
+    assert interval.ended_at is not None
+    assert kube_workers.run(tasks.reconcile)["finished"] == {}
+    assert UsageInterval.objects.filter(job=job).count() == 1
