@@ -12,8 +12,10 @@ import bisect
 from collections import defaultdict
 from dataclasses import dataclass, field
 from itertools import accumulate, chain
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
+from .actions.common import min_units, overall_key, request_shape, team_key
 from .memory import smallest_profile
 from .mig import canonical_model, geometry_for
 from .placement import Models, allowed_models, as_whole, model_memory
@@ -69,12 +71,12 @@ def _model_supply(session: Session) -> dict[str, ModelSupply]:
             if gpu.healthy and node.ready:
                 total += 1.0
         entry.free, entry.total = free, total
+    now, preempting, nodes = session.now, session.preempting, session.nodes
     for members in session.members.values():
         for m in members:
             if m.job is not None:
-                end = session.now if m.job_id in session.preempting else \
-                    m.started_at + m.job.expected_runtime_s
-                supply[session.nodes[m.node].model].ends.append((end, m.units))
+                end = now if m.job_id in preempting else m.started_at + m.job.expected_runtime_s
+                supply[nodes[m.node].model].ends.append((end, m.units))
     for entry in supply.values():
         entry.ends.sort()
     session.supply = supply
@@ -91,8 +93,8 @@ def _release_curve(session: Session, models: Models) -> ReleaseCurve:
         ends = sorted(chain.from_iterable(supply[m].ends for m in models))
         session.release_curves[models] = (sum(supply[m].free for m in models),
                                           sum(supply[m].total for m in models),
-                                          [end for end, _ in ends],
-                                          list(accumulate(units for _, units in ends)))
+                                          list(map(itemgetter(0), ends)),
+                                          list(accumulate(map(itemgetter(1), ends))))
     return session.release_curves[models]
 
 
@@ -170,7 +172,6 @@ class QueuePlan:
 def _team_frees_room(session: Session, job: Job, team_ends: dict[str, list[tuple[float, float]]]) -> float | None:
     """When the team's own running jobs, ending as expected, leave room under its burst limit.
     `team_ends`: (expected end, units) of each team's running members, sorted, filled on first use."""
-    from .actions.common import min_units
     limit = session.queue(job.team).burst_limit_gpus
     if limit is None:
         return session.now
@@ -312,7 +313,6 @@ def diagnose(session: Session, job: Job, by_shape: dict[tuple[object, ...], Reas
         return (WaitingReason.RESERVED, _reservation_text(session, job, held))
     if by_shape is None:
         return _capacity_reason(session, job)
-    from .actions.common import request_shape
     key = (request_shape(session, job), job.accepts_no_isolation, job.priority, job.team)
     reason = by_shape.get(key)
     if reason is None:
@@ -343,7 +343,6 @@ def _capacity_reason(session: Session, job: Job) -> Reason:
 
 def explain(session: Session) -> dict[str, PendingInfo]:
     """PendingInfo for every job still waiting, keyed by job id."""
-    from .actions.common import min_units, overall_key, team_key
     waiting = [j for j in session.snapshot.pending if j.id not in session.placed
                and j.id not in session.members]
     overall = sorted(waiting, key=overall_key)

@@ -88,6 +88,7 @@ class Session:
         self.view_ids: dict[NodeView, int] = {}  # every view without memory seen this cycle, numbered
         self.scores: dict[Request, dict[int, Any]] = {}  # per request, per view number, under `fragment`
         self.allowed: dict[tuple[object, ...], tuple[str, ...]] = {}  # models per request (placement.common)
+        self.job_models: dict[str, tuple[Job, tuple[str, ...]]] = {}  # the same per job (placement.common)
         # whether any GPU of a (model, tier) has a replica that could hold a share (placement.slices)
         self.replica_fits: dict[tuple[object, ...], bool] = {}
         # (buckets, masks with a bucket that leave room) per (model, tier, MIG shape) (placement.slices)
@@ -186,7 +187,9 @@ class Session:
             i = alloc.gpu_index
             gpu = gpus[i] if i < len(gpus) and gpus[i].index == i else self.gpu(node.name, i)
             self._take(gpu, member, alloc)
-            units += gpu.units(alloc)
+            # gpu.units inlined where it is plain arithmetic (every member of every cycle asks)
+            units += gpu.units(alloc) if alloc.mig_profile is not None or gpu.layout_errors else \
+                1.0 if alloc.milli >= 1000 else alloc.milli / 1000
             if reindex:
                 self.reindex_gpu(gpu)
         member.units = units

@@ -36,6 +36,17 @@ def as_whole(session: Session, job: Job) -> bool:
 
 
 def allowed_models(session: Session, job: Job) -> Models:
+    # Every pass over the waiting jobs asks for each: kept per job object too (one string key
+    # rather than a tuple to hash).
+    mine = session.job_models.get(job.id)
+    if mine is not None and mine[0] is job:
+        return mine[1]
+    models = _allowed_models(session, job)
+    session.job_models[job.id] = (job, models)
+    return models
+
+
+def _allowed_models(session: Session, job: Job) -> Models:
     key = ("models", job.gpu_models, job.gpu_memory_gb, job.fractional)
     if key not in session.allowed:
         memory = model_memory(session)
