@@ -94,6 +94,7 @@ class Session:
         # (buckets, masks with a bucket that leave room) per (model, tier, MIG shape) (placement.slices)
         self.mig_masks: dict[tuple[str, str, Shape], tuple[int, list[int]]] = {}
         self.slice_units: dict[tuple[object, ...], float] = {}  # per sub-GPU request (actions.common.min_units)
+        self.job_units: dict[str, tuple[Job, float]] = {}  # min_units per job (actions.common)
         self.supply: dict[str, ModelSupply] | None = None  # free/total units and ends per model (explain)
         self.release_curves: dict[tuple[str, ...], ReleaseCurve] = {}  # per model set (explain)
         self.node_words: dict[tuple[str, ...], str] = {}  # "one (NVSwitch) node" per model set (explain)
@@ -124,7 +125,10 @@ class Session:
                     self.consolidating.add(action.for_job_id)
         for state in self.nodes.values():
             for gpu in state.gpus:
-                self.reindex_gpu(gpu)
+                # A whole GPU in use goes in no index (reindex_gpu would file it nowhere): most
+                # GPUs of a busy cluster, so they are not asked one by one.
+                if gpu.whole_job is None or gpu.mig_enabled:
+                    self.reindex_gpu(gpu)
             self.reindex_node(state)
 
     def _apply_in_flight_layouts(self, snapshot: Snapshot) -> None:

@@ -89,7 +89,17 @@ def capacity(session: Session) -> int:
 
 
 def min_units(session: Session, job: Job) -> float:
-    """The fewest GPU units the job can count for (the exact figure is known once placed)."""
+    """The fewest GPU units the job can count for (the exact figure is known once placed).
+    Kept per job object: every pass over the waiting jobs asks for each."""
+    mine = session.job_units.get(job.id)
+    if mine is not None and mine[0] is job:
+        return mine[1]
+    units = _min_units(session, job)
+    session.job_units[job.id] = (job, units)
+    return units
+
+
+def _min_units(session: Session, job: Job) -> float:
     if as_whole(session, job):
         return float((job.gpus or 1) * job.gang_size)
     # Every action asks for every waiting job; the answer depends only on these (and on the

@@ -163,9 +163,13 @@ def stoppable_runners(session: Session) -> list[Member]:
     both ask); callers must not change the list."""
     if session.runners is not None and session.runners[0] == session.occupancy:
         return session.runners[1]
-    firsts = [members[0] for members in session.members.values()
-              if members[0].job is not None and not any(m.new for m in members)]
-    firsts.sort(key=lambda m: (m.known_job.priority, m.job_id))
+    firsts = []
+    for members in session.members.values():
+        first = members[0]
+        if first.job is None or (first.new if len(members) == 1 else any(m.new for m in members)):
+            continue
+        firsts.append(first)
+    firsts.sort(key=lambda m: (m.job.priority, m.job_id))  # type: ignore[union-attr]  # a job, above
     session.runners = (session.occupancy, firsts)
     return firsts
 

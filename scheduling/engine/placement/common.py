@@ -24,8 +24,9 @@ def model_memory(session: Session) -> dict[str, float]:
     if session.memory_by_model is None:
         memory: dict[str, float] = {}
         for node in session.nodes.values():
-            for gpu in node.gpus:
-                memory[node.model] = min(memory.get(node.model, gpu.memory_gb), gpu.memory_gb)
+            if node.gpus:  # its smallest first (a min is exact, whatever the order)
+                least = min(gpu.memory_gb for gpu in node.gpus)
+                memory[node.model] = min(memory.get(node.model, least), least)
         session.memory_by_model = memory
     return session.memory_by_model
 
