@@ -158,16 +158,22 @@ def earliest_gpus(session: Session, job: Job) -> tuple[float, list[GpuState]] | 
     times = _candidates(session, job, session.book.taken)
     if gang_nodes(session, job) > 1:
         return _gang(session, job, times, tiers)
-    total = (job.gpus or 1) * job.gang_size
-    best = None
+    total, members = (job.gpus or 1) * job.gang_size, job.gang_size
+    best: tuple[tuple[float, int, str], FreeTimes] | None = None
     for name, free in times.items():
-        node = session.nodes[name]
-        if len(free) < total or _host_members(node, job, job.gang_size) < job.gang_size:
+        if len(free) < total:
             continue
-        key = (free[total - 1][0], tiers.index(node.tier), name)
+        at = free[total - 1][0]
+        if best is not None and at > best[0][0]:
+            continue  # the key below compares this time first: no better, whatever the rest
+        node = session.nodes[name]
+        # one member: _candidates checked the host already
+        if members > 1 and _host_members(node, job, members) < members:
+            continue
+        key = (at, tiers.index(node.tier), name)
         if best is None or key < best[0]:
-            best = (key, [g for _, _, g in free[:total]])
-    return (best[0][0], best[1]) if best else None
+            best = (key, free)
+    return (best[0][0], [g for _, _, g in best[1][:total]]) if best else None
 
 
 def _host_members(node: NodeState, job: Job, want: int) -> int:
