@@ -1,0 +1,143 @@
+"""The steady cycle's shortcuts (bench/engine_cycle.py, README "Engine cycle at scale") give the
+answers of the plain computations they replace, on the bench's own cluster over a sequence of
+cycles: the release curve, the free units per model, the reservation candidates and the earliest
+GPUs, the per-job caches, and the caches kept between cycles (MIG layout checks)."""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import replace
+
+import pytest
+
+from bench.engine_cycle import build_snapshot
+from scheduling.engine import nominations, schedule, state
+from scheduling.engine.actions import reserve
+from scheduling.engine.actions.common import min_units
+from scheduling.engine.explain import _gpu_free_units, _model_supply, _release_curve
+from scheduling.engine.placement import allowed_models, as_whole
+from scheduling.engine.policies import get_policy
+from scheduling.engine.replay import apply_plan
+from scheduling.engine.session import Session
+from scheduling.engine.tiers import tier_order
+
+
+def _cycles(nodes: int = 48, seed: int = 3) -> list:
+    """Each cycle's snapshot of the bench's run, until one plans nothing (the steady state)."""
+    snapshot = build_snapshot(nodes, 10 * nodes, seed)
+    out = []
+    for _ in range(8):
+        out.append(snapshot)
+        plan = schedule(snapshot, "tessera")
+        if not plan.binds and not plan.repartitions and not plan.preemptions:
+            break
+        snapshot = apply_plan(snapshot, plan, now=snapshot.now + 60)
+    return out
+
+
+@pytest.fixture(scope="module")
+def cycles() -> list:
+    return _cycles()
+
+
+def _session(snapshot) -> Session:
+    session = Session(snapshot, get_policy("tessera").features)
+    nominations.load(session)
+    return session
+
+
+def _without_timings(plan):
+    return replace(plan, timings={})
+
+
+def test_release_curve_is_the_merge_of_each_models_ends(cycles):
+    for snapshot in cycles:
+        session = _session(snapshot)
+        supply = _model_supply(session)
+        for models in {allowed_models(session, j) for j in snapshot.pending}:
+            ends = list(heapq.merge(*(supply[m].ends for m in models)))
+            cumulative, running = [], 0.0
+            for _, units in ends:
+                running += units
+                cumulative.append(running)
+            free, total, times, freed = _release_curve(session, models)
+            assert times == [end for end, _ in ends] and freed == cumulative
+            assert free == sum(supply[m].free for m in models) and total == sum(supply[m].total for m in models)
+
+
+def test_free_units_per_model_are_the_sum_over_gpus_in_node_order(cycles):
+    for snapshot in cycles:
+        session = _session(snapshot)
+        expected: dict[str, float] = {}
+        for node in session.nodes.values():
+            for gpu in node.gpus:
+                expected[node.model] = expected.get(node.model, 0.0) + _gpu_free_units(gpu)
+        assert {m: s.free for m, s in _model_supply(session).items()} == expected  # the same floats
+
+
+def _plain_free_times(session, node):
+    out = []
+    for gpu in node.gpus if node.ready else ():
+        if gpu.mig_enabled or not gpu.healthy or gpu.settling:
+            continue
+        users = [gpu.whole_job] if gpu.whole_job else [job_id for job_id, _ in gpu.shares]
+        at = max((reserve._end(session, u) for u in users), default=session.now)
+        if at < reserve.INF:
+            out.append((at, gpu.index, gpu))
+    return sorted(out, key=lambda e: (e[0], e[1]))
+
+
+def _plain_candidates(session, job, taken):
+    models, tiers = set(allowed_models(session, job)), tier_order(job, session.features.tiers)
+    out = {}
+    for node in session.nodes.values():
+        if node.model in models and node.tier in tiers and reserve._host_members(node, job, 1):
+            out[node.name] = [e for e in _plain_free_times(session, node) if e[2].key not in taken]
+    return out
+
+
+def _plain_earliest(session, job):
+    times = _plain_candidates(session, job, session.book.taken)
+    tiers = tier_order(job, session.features.tiers)
+    total, best = (job.gpus or 1) * job.gang_size, None
+    for name, free in times.items():
+        node = session.nodes[name]
+        if len(free) < total or reserve._host_members(node, job, job.gang_size) < job.gang_size:
+            continue
+        key = (free[total - 1][0], tiers.index(node.tier), name)
+        if best is None or key < best[0]:
+            best = (key, [g for _, _, g in free[:total]])
+    return (best[0][0], best[1]) if best else None
+
+
+def test_reservation_candidates_and_earliest_gpus_match_a_plain_scan(cycles):
+    for snapshot in cycles:
+        session = _session(snapshot)
+        whole = [j for j in session.waiting() if as_whole(session, j)][:40]
+        some_gpus = {gpu.key for node in list(session.nodes.values())[::5] for gpu in node.gpus[:3]}
+        for job in whole:
+            for taken in (set(), some_gpus):
+                assert reserve._candidates(session, job, taken) == _plain_candidates(session, job, taken)
+            if reserve.gang_nodes(session, job) == 1:
+                assert reserve.earliest_gpus(session, job) == _plain_earliest(session, job)
+
+
+def test_per_job_caches_answer_for_that_job_object_only(cycles):
+    session = _session(cycles[0])
+    job = next(j for j in session.waiting() if j.gpus == 0)
+    assert allowed_models(session, job) and min_units(session, job) < 1
+    other = replace(job, gpus=2, gpu_memory_gb=0)  # the same id, another request
+    assert min_units(session, other) == 2.0
+    assert allowed_models(session, other) == allowed_models(session, replace(job, id="fresh", gpus=2,
+                                                                             gpu_memory_gb=0))
+
+
+def test_plans_are_the_same_with_caches_kept_between_cycles_or_cleared(cycles):
+    """MIG layout checks and profile names are kept between cycles (state.py): a cycle run with
+    them warm plans what one run cold does, cycle after cycle."""
+    for snapshot in cycles:
+        state._LAYOUT_ERRORS.clear()
+        state._PROFILES.clear()
+        cold = schedule(snapshot, "tessera")
+        warm = schedule(snapshot, "tessera")
+        assert _without_timings(warm) == _without_timings(cold)
