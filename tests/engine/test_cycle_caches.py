@@ -77,7 +77,7 @@ def test_free_units_per_model_are_the_sum_over_gpus_in_node_order(cycles):
 
 def _plain_free_times(session, node):
     out = []
-    for gpu in node.gpus if node.ready else ():
+    for gpu in node.gpus if node.ready and node.offers_whole else ():
         if gpu.mig_enabled or not gpu.healthy or gpu.settling:
             continue
         users = [gpu.whole_job] if gpu.whole_job else [job_id for job_id, _ in gpu.shares]
