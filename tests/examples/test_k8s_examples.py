@@ -132,21 +132,25 @@ def test_every_pod_is_tesseras_and_names_its_gang_and_its_size():
     assert checked == 6  # the Job's, the JobSet's, the PyTorchJob's two, the LeaderWorkerSet's two
 
 
-def test_the_indexed_job_mounts_its_checkpoint_channel_as_tesseras_intake_reads_it():
-    """The volume the README tells a team to add is the one the intake looks for (k8s_channel)."""
+@pytest.mark.parametrize("example", ["pytorch-ddp-indexed-job.yaml:Job/", "jobset.yaml:", "pytorchjob.yaml:"])
+def test_the_training_examples_mount_their_checkpoint_channel_as_tesseras_intake_reads_it(example):
+    """The volume the README tells a team to add is the one the intake looks for (k8s_channel), in
+    every pod template of the three training examples (the LeaderWorkerSet serves: no checkpoints)."""
     from kubernetes import client
 
     from agents.backends.k8s_native import native_pod
 
-    (job,) = [doc for where, doc in documents() if where.startswith("pytorch-ddp-indexed-job.yaml:Job/")]
-    template = copy.deepcopy(job["spec"]["template"])
-    for container in template["spec"]["containers"]:  # quantities as the API server returns them
-        for key, amounts in container["resources"].items():
-            container["resources"][key] = {name: str(amount) for name, amount in amounts.items()}
-    meta = {**template["metadata"], "name": "ddp-0", "namespace": "vision", "uid": "u-1"}
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": template["spec"]}
-    read = client.ApiClient().deserialize(json.dumps(pod), "V1Pod", "application/json")
-    assert native_pod(read).checkpoint_interval_s == 3600
+    (doc,) = [doc for where, doc in documents() if where.startswith(example)]
+    templates = pod_templates(doc)
+    assert templates
+    for template in map(copy.deepcopy, templates):
+        for container in template["spec"]["containers"]:  # quantities as the API server returns them
+            for key, amounts in container["resources"].items():
+                container["resources"][key] = {name: str(amount) for name, amount in amounts.items()}
+        meta = {**template["metadata"], "name": "ddp-0", "namespace": "vision", "uid": "u-1"}
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": template["spec"]}
+        read = client.ApiClient().deserialize(json.dumps(pod), "V1Pod", "application/json")
+        assert native_pod(read).checkpoint_interval_s == 3600, example
 
 
 def test_the_vendored_schemas_are_as_their_readme_records():

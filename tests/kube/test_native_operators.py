@@ -130,7 +130,9 @@ def pytorchjob_pods(ptj: dict) -> list[dict]:
             }
             if kind == "Master":
                 labels["training.kubeflow.org/job-role"] = "master"
-            spec = runs_in_harness({**template["spec"], "restartPolicy": specs[kind]["restartPolicy"]})
+            # ExitCode is the operator's own policy: the pod gets Never, the operator restarts it.
+            policy = specs[kind]["restartPolicy"]
+            spec = runs_in_harness({**template["spec"], "restartPolicy": "Never" if policy == "ExitCode" else policy})
             env = {
                 "MASTER_ADDR": f"{name}-master-0",
                 "MASTER_PORT": "23456",
