@@ -27,7 +27,7 @@ from agents.backends.k8s_native import (
 )
 
 JSON_PATCH = "application/json-patch+json"
-MAX_OWNER_CHAIN = 4  # pod -> owner -> its controller ...: far more than any controller here nests
+MAX_OWNER_CHAIN = 6  # an LWS worker pod: StatefulSet, leader pod, leader StatefulSet, LeaderWorkerSet
 
 
 class NativeIntake:
@@ -113,14 +113,18 @@ class NativeIntake:
         """The controlling owner (api version, kind, name, uid) of this object, when it is of a kind
         of the table; None when it has none, or is gone or replaced."""
         try:
-            obj = client.CustomObjectsApi(self.core.api_client).get_namespaced_custom_object(
-                found.group,
-                api_version.rpartition("/")[2],
-                namespace,
-                found.plural,
-                name,
-                _request_timeout=self.config.request_timeout_s,
-            )
+            if not found.group:  # a core object (a leader pod): not served under /apis
+                pod = self.core.read_namespaced_pod(name, namespace, _request_timeout=self.config.request_timeout_s)
+                obj = self.core.api_client.sanitize_for_serialization(pod)
+            else:
+                obj = client.CustomObjectsApi(self.core.api_client).get_namespaced_custom_object(
+                    found.group,
+                    api_version.rpartition("/")[2],
+                    namespace,
+                    found.plural,
+                    name,
+                    _request_timeout=self.config.request_timeout_s,
+                )
         except ApiException as exc:
             if exc.status == 404:
                 return None

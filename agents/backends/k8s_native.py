@@ -41,11 +41,17 @@ class OwnerKind:
 # Deleting the owner stops all its pods (Kubernetes 1.20 has no Job suspend: that is beta from 1.22;
 # a JobSet's or PyTorchJob's suspend works through its child Jobs' or pods' controller, so deleting
 # is what works on every server). A batch/v1 Job that a JobSet controls is stopped by deleting the
-# JobSet, which would make a deleted child Job again.
+# JobSet, which would make a deleted child Job again. A LeaderWorkerSet (kubernetes-sigs/lws) makes
+# a leader StatefulSet, whose leader pods each make their group's worker StatefulSet: its pods are
+# stopped by deleting the LeaderWorkerSet, found up that chain. A StatefulSet of no such owner is
+# not deleted (its pods are, one by one).
 OWNER_KINDS = {
     "Job": OwnerKind("batch", "jobs", deleted=True, controlled=True),
     "JobSet": OwnerKind("jobset.x-k8s.io", "jobsets", deleted=True, controlled=False),
     "PyTorchJob": OwnerKind("kubeflow.org", "pytorchjobs", deleted=True, controlled=False),
+    "LeaderWorkerSet": OwnerKind("leaderworkerset.x-k8s.io", "leaderworkersets", deleted=True, controlled=False),
+    "StatefulSet": OwnerKind("apps", "statefulsets", deleted=False, controlled=True),
+    "Pod": OwnerKind("", "pods", deleted=False, controlled=True),  # an LWS leader owns its worker StatefulSet
 }
 
 
@@ -58,6 +64,10 @@ def owner_kind(api_version: str, kind: str) -> OwnerKind | None:
 
 # The label the JobSet controller (kubernetes-sigs/jobset) puts on its child Jobs and their pods.
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+# ... and the LeaderWorkerSet controller (kubernetes-sigs/lws) on its StatefulSets and their pods.
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+# The object a team knows its pods by, where their owner is made by it: owner kind -> (label, kind).
+NAMED_BY_LABEL = {"Job": (JOBSET_NAME_LABEL, "JobSet"), "StatefulSet": (LWS_NAME_LABEL, "LeaderWorkerSet")}
 MAX_GPUS_PER_POD = 64  # a pod runs on one node; more is a typo, refused before any row is written
 
 
@@ -126,9 +136,11 @@ class NativePod:
     @property
     def display_name(self) -> str:
         """What the portal calls the job: its owner ("Job train-llm"), else the pod. A JobSet's
-        pods are owned by its child Jobs; the team knows the JobSet, which labels them with its name."""
-        if self.owner is not None and self.owner.kind == "Job" and self.labels.get(JOBSET_NAME_LABEL):
-            return f"JobSet {self.labels[JOBSET_NAME_LABEL]}"[:100]
+        pods are owned by its child Jobs, a LeaderWorkerSet's by its StatefulSets; the team knows
+        the JobSet or LeaderWorkerSet, which labels them with its name (NAMED_BY_LABEL)."""
+        label, kind = NAMED_BY_LABEL.get(self.owner.kind, ("", "")) if self.owner is not None else ("", "")
+        if label and self.labels.get(label):
+            return f"{kind} {self.labels[label]}"[:100]
         if self.owner is not None:
             return f"{self.owner.kind} {self.owner.name}"[:100]
         return f"Pod {self.name}"[:100]

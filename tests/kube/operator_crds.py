@@ -1,8 +1,8 @@
-"""The JobSet and PyTorchJob CustomResourceDefinitions, made from the schemas vendored for
-examples/k8s/ (tests/examples/crd_schemas/, with their source and licence), for the real control
-plane. Installed when the control plane starts: the garbage collector watches a new CRD's objects
-only from its next discovery sync (every 30 s in v1.20), and a cancel that deletes a JobSet or a
-PyTorchJob is confirmed when its pods are gone, which takes the garbage collector."""
+"""The JobSet, PyTorchJob and LeaderWorkerSet CustomResourceDefinitions, made from the schemas
+vendored for examples/k8s/ (tests/examples/crd_schemas/, with their source and licence), for the
+real control plane. Installed when the control plane starts: the garbage collector watches a new
+CRD's objects only from its next discovery sync (every 30 s in v1.20), and a cancel that deletes
+such an owner is confirmed when its pods are gone, which takes the garbage collector."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ SCHEMAS = Path(__file__).resolve().parents[1] / "examples" / "crd_schemas"
 OPERATORS = {  # kind: (vendored schema, plural, example)
     "JobSet": ("jobsets.jobset.x-k8s.io.json", "jobsets", "jobset.yaml"),
     "PyTorchJob": ("pytorchjobs.kubeflow.org.json", "pytorchjobs", "pytorchjob.yaml"),
+    "LeaderWorkerSet": ("leaderworkersets.leaderworkerset.x-k8s.io.json", "leaderworkersets", "leaderworkerset.yaml"),
 }
 
 
@@ -66,7 +67,7 @@ def crd(kind: str) -> dict:
 
 
 def install_operator_crds(admin: client.ApiClient) -> None:
-    """Both CRDs created and Established (their APIs served). v1.20 drops the schemas'
+    """The CRDs created and Established (their APIs served). v1.20 drops the schemas'
     x-kubernetes-validations (CEL rules, 1.25+) as an unknown field."""
     extensions = client.ApiextensionsV1Api(admin)
     names = []
@@ -84,4 +85,4 @@ def install_operator_crds(admin: client.ApiClient) -> None:
         if all(any(c.type == "Established" and c.status == "True" for c in each) for each in conditions):
             return
         time.sleep(0.2)
-    raise AssertionError("the JobSet and PyTorchJob CRDs were not Established within 60 s")
+    raise AssertionError(f"the CRDs {names} were not Established within 60 s")

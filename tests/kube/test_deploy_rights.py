@@ -45,13 +45,17 @@ def test_the_backend_may_do_nothing_next_to_it(kube_admin, verb, resource, names
 
 
 def test_the_backend_may_delete_the_owners_a_portal_cancel_stops_and_no_more(kube_admin):
-    """A cancel deletes a native pod's batch/v1 Job, the JobSet controlling that Job, or its
-    PyTorchJob (agents/backends/k8s_intake.py); it never makes or changes one."""
+    """A cancel deletes a native pod's batch/v1 Job, the JobSet controlling that Job, its
+    PyTorchJob or its LeaderWorkerSet (found up the StatefulSets; agents/backends/k8s_intake.py);
+    it never makes or changes one, nor deletes a StatefulSet."""
     for verb, resource, group in (("get", "jobs", "batch"), ("delete", "jobs", "batch"),
-                                  ("delete", "jobsets", "jobset.x-k8s.io"), ("delete", "pytorchjobs", "kubeflow.org")):
+                                  ("delete", "jobsets", "jobset.x-k8s.io"), ("delete", "pytorchjobs", "kubeflow.org"),
+                                  ("get", "statefulsets", "apps"),
+                                  ("delete", "leaderworkersets", "leaderworkerset.x-k8s.io")):
         assert allowed(kube_admin, BACKEND_USER, BACKEND_GROUPS, verb, resource, TEAM, group), (verb, resource)
     for verb, resource, group in (("create", "jobs", "batch"), ("patch", "jobsets", "jobset.x-k8s.io"),
-                                  ("create", "pytorchjobs", "kubeflow.org")):
+                                  ("create", "pytorchjobs", "kubeflow.org"), ("delete", "statefulsets", "apps"),
+                                  ("create", "leaderworkersets", "leaderworkerset.x-k8s.io")):
         assert not allowed(kube_admin, BACKEND_USER, BACKEND_GROUPS, verb, resource, TEAM, group), (verb, resource)
 
 

@@ -25,6 +25,7 @@ from scheduling.models import ActionRequest, Job
 from scheduling.services import job_cancel
 from tests.kube import test_native_pods
 from tests.kube.operator_crds import OPERATORS, SCHEMAS, crd
+from tests.kube.test_native_pods import read_pod
 from tests.workers.conftest import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -237,3 +238,65 @@ def test_a_pytorchjob_is_one_gang_named_after_it_and_a_portal_cancel_deletes_the
     # Its pods, not deleted one by one (the operator would make them again), go with it.
     for pod in native.list_namespaced_pod(MAPPED, label_selector=selector).items:
         assert pod.metadata.owner_references[0].uid == ptj["metadata"]["uid"]
+
+
+LWS = "leaderworkerset.sigs.k8s.io"
+
+
+def lws_statefulset(lws: dict, template: dict, *, name: str, owner: dict, replicas: int, labels: dict) -> dict:
+    """A StatefulSet as the LeaderWorkerSet controller (kubernetes-sigs/lws v0.10) makes one: the
+    leader StatefulSet (named after the LWS, controlled by it) or a group's worker StatefulSet
+    (named after its leader pod, controlled by that pod), the template labelled with the LWS's
+    name and the group's, annotated with the group size. The test also plays the LWS webhook's
+    group-index label on the leader pods (one group here). v1.20 drops `ordinals` (1.26+): the
+    worker pod is <leader>-0, where LWS makes <leader>-1."""
+    size = str(lws["spec"]["leaderWorkerTemplate"]["size"])
+    body = copy.deepcopy(template)
+    own = {f"{LWS}/name": lws["metadata"]["name"], **labels}
+    body["metadata"]["labels"] = {**body["metadata"].get("labels", {}), **own}
+    body["metadata"]["annotations"] = {**body["metadata"].get("annotations", {}), f"{LWS}/size": size}
+    body["spec"] = runs_in_harness(body["spec"], gpus=4)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": name, "labels": {f"{LWS}/name": lws["metadata"]["name"]},
+                     "ownerReferences": controlled_by(owner)},
+        "spec": {"replicas": replicas, "serviceName": lws["metadata"]["name"], "podManagementPolicy": "Parallel",
+                 "selector": {"matchLabels": own}, "template": body},
+    }
+
+
+def test_a_leaderworkerset_is_one_gang_named_after_it_and_a_portal_cancel_deletes_the_leaderworkerset(
+    operators, native, kube_admin, kube_workers
+):
+    lws = operators("LeaderWorkerSet")
+    apps = client.AppsV1Api(kube_admin)
+    templates = lws["spec"]["leaderWorkerTemplate"]
+    group = {f"{LWS}/group-index": "0"}
+    # The LWS controller's part: the leader StatefulSet; once its pod exists, the group's workers.
+    leader_set = apps.create_namespaced_stateful_set(MAPPED, lws_statefulset(
+        lws, templates["leaderTemplate"], name="llm-serve", owner=lws, replicas=lws["spec"]["replicas"],
+        labels={f"{LWS}/worker-index": "0", **group}))
+    leader = wait_for(lambda: read_pod(native, MAPPED, "llm-serve-0"), what="the leader pod", timeout=60)
+    leader_ref = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "llm-serve-0", "uid": leader.metadata.uid}}
+    apps.create_namespaced_stateful_set(MAPPED, lws_statefulset(
+        lws, templates["workerTemplate"], name="llm-serve-0", owner=leader_ref,
+        replicas=templates["size"] - 1, labels=group))
+    selector = f"{LWS}/name=llm-serve"
+    wait_for(lambda: len(native.list_namespaced_pod(MAPPED, label_selector=selector).items) == 2,
+             what="the leader and its worker", timeout=60)
+    job = placed_together_billed_then_cancelled(
+        kube_workers, native, selector, name="LeaderWorkerSet llm-serve", members=2, gpus=8
+    )
+    assert set(job.native_pods.values_list("owner_kind", "owner_name")) == {
+        ("StatefulSet", "llm-serve"), ("StatefulSet", "llm-serve-0")}
+
+    custom = client.CustomObjectsApi(kube_admin)
+    assert gone(lambda: custom.get_namespaced_custom_object(
+        "leaderworkerset.x-k8s.io", "v1", MAPPED, "leaderworkersets", "llm-serve"))
+    # The garbage collector's part, done: the StatefulSets (not deleted one by one) went with it.
+    assert gone(lambda: apps.read_namespaced_stateful_set("llm-serve", MAPPED))
+    assert gone(lambda: apps.read_namespaced_stateful_set("llm-serve-0", MAPPED))
+    assert leader_set.metadata.owner_references[0].uid == lws["metadata"]["uid"]
+    assert ActionRequest.objects.filter(job=job, kind="preempt").count() == 1  # no new pods, no new job
+    assert kube_workers.run(tasks.poll_agents)["native"]["taken"] == []
