@@ -347,10 +347,9 @@ def explain(session: Session) -> dict[str, PendingInfo]:
                and j.id not in session.members]
     overall = sorted(waiting, key=overall_key)
     team_rank: dict[str, int] = {}
-    teams = defaultdict(list)
+    ahead: dict[str, int] = {}  # jobs of each team counted so far
     for job in sorted(waiting, key=team_key):
-        teams[job.team].append(job)
-        team_rank[job.id] = len(teams[job.team])
+        team_rank[job.id] = ahead[job.team] = ahead.get(job.team, 0) + 1
     plans: dict[Models, QueuePlan] = {}
     by_shape: dict[tuple[object, ...], Reason] = {}
     team_ends: dict[str, list[tuple[float, float]]] = {}

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .fragment import Binding, NodeView, Request
 
 _NO_SHAPES: frozenset[Shape] = frozenset()
-RequestShape = tuple[object, ...]  # what placement depends on (actions.common.request_shape)
+RequestShape = int  # the number of what placement depends on (actions.common.request_shape)
 # within quota, then class and work lost (in the policy's victim_order), runtime, id: lowest first
 VictimKey = tuple[int, float, float, float, str]
 
@@ -72,10 +72,12 @@ class Session:
         # Worked out once per cycle, on first use, by the module named (what each depends on is
         # fixed for the cycle, or keyed by `releases`).
         self.deserved: dict[str, float] | None = None  # fair share per team (actions.common)
+        self.capacity: int | None = None  # healthy GPUs on ready nodes (actions.common)
         # (decayed use over capacity, share, capacity) per team (actions.common.fair_ratio)
         self.fair_basis: tuple[dict[str, float], dict[str, float], float] | None = None
         self.no_fit: dict[RequestShape, int] = {}  # request shape -> `releases` when it found no place
         self.shapes: dict[str, RequestShape] = {}  # per job (actions.common.request_shape)
+        self.shape_ids: dict[tuple[object, ...], RequestShape] = {}  # per distinct request (the same)
         self._waiting: tuple[int, int, list[Job]] | None = None  # (occupancy, placed, waiting jobs)
         self.victim_keys: dict[str, VictimKey] = {}  # victim ranking per running job (actions.evict)
         self.job_ends: dict[str, float] = {}  # expected end per running job (actions.reserve)
@@ -190,10 +192,14 @@ class Session:
         for alloc in member.allocations:
             i = alloc.gpu_index
             gpu = gpus[i] if i < len(gpus) and gpus[i].index == i else self.gpu(node.name, i)
-            self._take(gpu, member, alloc)
-            # gpu.units inlined where it is plain arithmetic (every member of every cycle asks)
-            units += gpu.units(alloc) if alloc.mig_profile is not None or gpu.layout_errors else \
-                1.0 if alloc.milli >= 1000 else alloc.milli / 1000
+            if alloc.mig_profile is None and alloc.milli >= 1000 and not gpu.layout_errors:
+                # _take and gpu.units inlined for a whole GPU: most members of a busy cluster,
+                # and every cycle loads them all
+                gpu.whole_job = member.job_id
+                units += 1.0
+            else:
+                self._take(gpu, member, alloc)
+                units += gpu.units(alloc)
             if reindex:
                 self.reindex_gpu(gpu)
         member.units = units

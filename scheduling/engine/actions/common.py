@@ -84,8 +84,10 @@ def fair_ratio(session: Session, team: str) -> float:
 
 
 def capacity(session: Session) -> int:
-    """Healthy GPUs on ready nodes: what can be lent this cycle."""
-    return sum(1 for n in session.nodes.values() if n.ready for g in n.gpus if g.healthy)
+    """Healthy GPUs on ready nodes: what can be lent this cycle (fixed for it: counted once)."""
+    if session.capacity is None:
+        session.capacity = sum(1 for n in session.nodes.values() if n.ready for g in n.gpus if g.healthy)
+    return session.capacity
 
 
 def min_units(session: Session, job: Job) -> float:
@@ -190,13 +192,15 @@ def burst_refusal(session: Session, job: Job, units: float, used: float | None =
 def request_shape(session: Session, job: Job) -> RequestShape:
     """What placement depends on: jobs with the same shape fit in the same places. Taking
     capacity never makes room, so a shape that failed fails again until something is freed.
-    Kept per job for the cycle: every pass over the waiting jobs asks."""
+    Kept per job for the cycle: every pass over the waiting jobs asks. A shape is the number of
+    its distinct request this cycle, so that the many sets and tables keyed by it hash an int,
+    not a 13-field tuple, for every waiting job of every pass."""
     shape = session.shapes.get(job.id)
     if shape is None:
-        shape = session.shapes[job.id] = (
-            job.gpu_models, job.gpus, job.gang_size, job.gpu_memory_gb, job.gpu_milli, job.cpu_cores,
-            job.memory_gb, job.production, job.checkpoints, job.preemptible, job.kind,
-            job.accepts_no_isolation, job.mig_profile)
+        fields = (job.gpu_models, job.gpus, job.gang_size, job.gpu_memory_gb, job.gpu_milli, job.cpu_cores,
+                  job.memory_gb, job.production, job.checkpoints, job.preemptible, job.kind,
+                  job.accepts_no_isolation, job.mig_profile)
+        shape = session.shapes[job.id] = session.shape_ids.setdefault(fields, len(session.shape_ids))
     return shape
 
 
