@@ -15,7 +15,7 @@ from itertools import accumulate, chain
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
-from .actions.common import min_units, overall_key, request_shape, team_key
+from .actions.common import min_units, overall_key, request_shape, sorted_jobs, team_key
 from .memory import smallest_profile
 from .mig import canonical_model, geometry_for
 from .placement import Models, allowed_models, as_whole, model_memory
@@ -345,10 +345,10 @@ def explain(session: Session) -> dict[str, PendingInfo]:
     """PendingInfo for every job still waiting, keyed by job id."""
     waiting = [j for j in session.snapshot.pending if j.id not in session.placed
                and j.id not in session.members]
-    overall = sorted(waiting, key=overall_key)
+    overall = sorted_jobs(waiting, overall_key)
     team_rank: dict[str, int] = {}
     ahead: dict[str, int] = {}  # jobs of each team counted so far
-    for job in sorted(waiting, key=team_key):
+    for job in sorted_jobs(waiting, team_key):
         team_rank[job.id] = ahead[job.team] = ahead.get(job.team, 0) + 1
     plans: dict[Models, QueuePlan] = {}
     by_shape: dict[tuple[object, ...], Reason] = {}

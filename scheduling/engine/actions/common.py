@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from ..fair_history import ratio, share_weights, usage_shares
@@ -33,6 +34,19 @@ def overall_key(job: Job) -> tuple[int, float, str]:
     return (-job.priority, job.submitted_at, job.id)
 
 
+_TAILS = {"team": attrgetter("queue_order", "submitted_at", "id"), "overall": attrgetter("submitted_at", "id")}
+_PRIORITY = attrgetter("priority")
+
+
+def sorted_jobs(jobs: Iterable[Job], key: Callable[[Job], tuple], reverse: bool = False) -> list[Job]:
+    """sorted(jobs, key=key, reverse=reverse) for team_key or overall_key, in two stable sorts
+    with key getters written in C: by the key's tail, then by class (the key's head, -priority).
+    Every pass over the waiting jobs sorts them all; a Python key per job was most of that."""
+    out = sorted(jobs, key=_TAILS["team" if key is team_key else "overall"], reverse=reverse)
+    out.sort(key=_PRIORITY, reverse=not reverse)
+    return out
+
+
 def ordered(session: Session, jobs: Iterable[Job], lending: bool = False) -> Iterator[Job]:
     """Jobs in scheduling order. With fair share, teams take turns by weighted usage (the
     least served team first) among heads of equal class, each team's line in its lead's order
@@ -40,11 +54,11 @@ def ordered(session: Session, jobs: Iterable[Job], lending: bool = False) -> Ite
     class-then-FIFO. `lending` (GPUs lent beyond guarantees) with `fair_history`: among heads of
     equal class the team least over its share over time goes first (fair_ratio)."""
     if not session.features.fairshare:
-        yield from sorted(jobs, key=overall_key)
+        yield from sorted_jobs(jobs, overall_key)
         return
     in_team = team_key if session.features.team_order else overall_key
     queues: dict[str, list[Job]] = {}
-    for job in sorted(jobs, key=in_team, reverse=True):
+    for job in sorted_jobs(jobs, in_team, reverse=True):
         queues.setdefault(job.team, []).append(job)  # a stack: next job at the end
     by_history = lending and session.features.fair_history
     weights = {team: max(session.queue(team).weight, 1e-9) for team in queues}
@@ -86,7 +100,7 @@ def fair_ratio(session: Session, team: str) -> float:
 def capacity(session: Session) -> int:
     """Healthy GPUs on ready nodes: what can be lent this cycle (fixed for it: counted once)."""
     if session.capacity is None:
-        session.capacity = sum(1 for n in session.nodes.values() if n.ready for g in n.gpus if g.healthy)
+        session.capacity = len([g for n in session.nodes.values() if n.ready for g in n.gpus if g.healthy])
     return session.capacity
 
 
