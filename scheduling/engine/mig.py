@@ -143,9 +143,16 @@ def canonical_model(name: str) -> str:
     return model
 
 
+_GEOMETRIES: dict[str, MigGeometry | None] = {}
+
+
 def geometry_for(model: str) -> MigGeometry | None:
-    """MIG geometry of a model, or None when the model cannot do MIG."""
-    return _tables()[0].get(canonical_model(model))
+    """MIG geometry of a model, or None when the model cannot do MIG. Cached per name as
+    canonical_model is: each sub-GPU placement asks for every model it tries."""
+    if model in _GEOMETRIES:
+        return _GEOMETRIES[model]
+    geometry = _GEOMETRIES[model] = _tables()[0].get(canonical_model(model))
+    return geometry
 
 
 def mig_models() -> tuple[str, ...]:
