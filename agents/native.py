@@ -28,7 +28,7 @@ from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError
 
-from agents.backends.base import Backend, Outcome, PreemptRequest, TransientBackendError
+from agents.backends.base import Backend, JobStatus, Outcome, PreemptRequest, TransientBackendError
 from agents.backends.k8s_channel import channel_name
 from agents.backends.k8s_gangs import GangError
 from agents.backends.k8s_native import NativePod as FoundPod
@@ -40,6 +40,7 @@ from scheduling.models import Job, NativePod
 from scheduling.native import (
     NativeNeed,
     namespace_team,
+    native_holding,
     native_job_create,
     native_rejoin,
     native_stopping,
@@ -90,7 +91,7 @@ def _take_in(backend, found: FoundPod | RefusedPod, now: datetime, counts: PodGr
         try:
             gang = bool(found.group) and counts.is_gang(found.namespace, found.group)
             need = native_need(found, found.group if gang else "")  # a `basic` PodGroup: each pod a job of its own
-            if native_stopping(need):
+            if native_stopping(need) or _replaces_removed(backend, need):
                 return None, ""  # made while the job it comes from is being stopped: it rejoins it once released
             job = native_rejoin(need=need, at=now)  # a pod made again after Tessera stopped its job
             if job is None and need.group:  # a gang's pod joins its group's job (agents/native_gangs.py)
@@ -116,6 +117,18 @@ def _take_in(backend, found: FoundPod | RefusedPod, now: datetime, counts: PodGr
         )
         return None, ""
     return job.pk, ""
+
+
+def _replaces_removed(backend, need: NativeNeed) -> bool:
+    """Whether the pod comes from where a running job's pods do, and the cluster has removed one of
+    those (evicted, failed, being deleted, gone): its controller made this one at once, before
+    reconcile requeued that job. It waits, untaken, and rejoins the job once it is requeued (or is
+    a new job's, one poll later, where the job ended instead)."""
+    for job_id in native_holding(need):
+        seen = backend.job_observations(str(job_id))
+        if not seen or any(o.terminating or o.status in (JobStatus.FAILED, JobStatus.DELETED) for o in seen):
+            return True
+    return False
 
 
 def _job_of(uid: str) -> Job | None:

@@ -240,6 +240,12 @@ def native_stopping(need: NativeNeed) -> bool:
     return _same_source(rows, need).exists()
 
 
+def native_holding(need: NativeNeed) -> list[int]:
+    """The running jobs whose pods come from where the pod does (native_stopping's sources)."""
+    rows = NativePod.objects.filter(namespace=need.namespace, vacant=False, job__status__in=Job.HOLDING_STATUSES)
+    return sorted(set(_same_source(rows, need).values_list("job_id", flat=True)))
+
+
 @transaction.atomic
 def native_rejoin(*, need: NativeNeed, at: datetime) -> Job | None:
     """The pod takes a vacant place of a job Tessera stopped (scheduling/services.py, _native_vacate)

@@ -89,7 +89,9 @@ def test_an_evicted_native_pod_requeues_its_job_and_the_controllers_new_pod_rejo
     job, first = running_job_of_the_job_controller(core, kube_admin, kube_workers)
     evict(core, first.metadata.name)
     evicted_at = datetime.now(UTC)
-    # Reconcile reads the eviction (its poll may come before or after the Job controller's new pod).
+    # The Job controller makes a new pod at once; an intake before reconcile leaves it waiting, untaken.
+    wait_for(lambda: controller_pods(core, exclude=first.metadata.name), what="a new pod", timeout=60)
+    assert kube_workers.run(tasks.poll_agents)["native"] == {"taken": [], "refused": {}}
     assert kube_workers.run(tasks.reconcile)["finished"] == {"evicted": [job.pk]}
     job.refresh_from_db()
     assert (job.status, job.pending_reason_code, job.progress_s) == ("preempted", "pods-gone", 240.0)
