@@ -16,12 +16,13 @@ from kubernetes import client
 from rest_framework.test import APIClient
 
 from agents import tasks
+from agents.backends.k8s_gangs import MIN_MEMBER_ANNOTATION, POD_GROUP_LABEL
 from billing.models import UsageInterval
 from scheduling.models import ActionRequest, Job, Node
 from tests.kube import test_native_pods
 from tests.kube.test_disruptions import node_ready
 from tests.kube.test_native_checkpoint import controller_pods, job_with_channel
-from tests.kube.test_native_pods import MAPPED, bound, pod_body, read_pod
+from tests.kube.test_native_pods import MAPPED, _pod_spec, bound, pod_body, read_pod
 from tests.workers.conftest import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -153,3 +154,50 @@ def test_an_evicted_bare_pod_ends_its_job_as_failed_saying_it_has_no_controller(
     assert interval.ended_at is not None
     assert kube_workers.run(tasks.reconcile)["finished"] == {}
     assert UsageInterval.objects.filter(job=job).count() == 1
+
+
+def test_an_evicted_gang_member_requeues_the_gang_whole_and_the_new_pods_rejoin_it(core, kube_admin, kube_workers):
+    """A member evicted: the gang cannot go on without it, so Tessera stops the other one (billed
+    once, to the eviction); the Job controller makes both again, and they rejoin the same job."""
+    template = {"metadata": {"labels": {POD_GROUP_LABEL: "ddp"}, "annotations": {MIN_MEMBER_ANNOTATION: "2"}},
+                "spec": _pod_spec(gpus=2, runtime_s=600, priority_class="training")}
+    client.BatchV1Api(kube_admin).create_namespaced_job(MAPPED, {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "ddp"},
+        "spec": {"parallelism": 2, "completions": 2, "backoffLimit": 4, "template": template}})
+
+    def live() -> list:
+        pods = core.list_namespaced_pod(MAPPED, label_selector="job-name=ddp").items
+        return [p for p in pods if p.metadata.deletion_timestamp is None and p.status.phase != "Failed"]
+
+    wait_for(lambda: len(live()) == 2, what="the Job controller's 2 pods", timeout=60)
+    kube_workers.start()
+    (job_id,) = set(kube_workers.run(tasks.poll_agents)["native"]["taken"])  # one job, a member per pod
+    job = Job.objects.get(pk=job_id)
+    assert (job.members, job.gpus) == (2, 4)
+    assert kube_workers.run(tasks.run_cycle)["placed"] == [job.pk]
+    wait_for(lambda: ActionRequest.objects.filter(job=job, kind="bind", state="confirmed").count() == 2,
+             what="both members bound", timeout=60)
+    first = {p.metadata.name for p in live()}
+    wait_for(lambda: all(p.status.phase == "Running" for p in live()), what="running", timeout=30)
+
+    evict(core, sorted(first)[0])
+    wait_for(lambda: {p.metadata.name for p in live()} - first, what="a new pod", timeout=60)
+    assert kube_workers.run(tasks.poll_agents)["native"] == {"taken": [], "refused": {}}  # waits, no refusal
+    assert kube_workers.run(tasks.reconcile)["finished"] == {"evicted": [job.pk]}
+    job.refresh_from_db()
+    assert (job.status, job.pending_reason_code) == ("preempted", "pods-gone")
+    assert job.pending_reason.endswith("It waits for Job ddp to make its pods again.")
+    first_run = list(UsageInterval.objects.filter(job=job))
+    assert len(first_run) == 4 and len({i.ended_at for i in first_run}) == 1  # every GPU closed at once
+
+    wait_for(lambda: not ({p.metadata.name for p in live()} & first) and len(live()) == 2,
+             what="the other member stopped and both made again", timeout=60)
+    wait_for(lambda: kube_workers.run(tasks.poll_agents) and not job.native_pods.filter(vacant=True).exists(),
+             what="both new pods rejoined", timeout=30, every=1.0)
+    assert Job.objects.filter(namespace=MAPPED).count() == 1
+    assert kube_workers.run(tasks.run_cycle)["placed"] == [job.pk]
+    wait_for(lambda: ActionRequest.objects.filter(job=job, kind="bind", state="confirmed").count() == 4,
+             what="the new pods bound", timeout=60)
+    second_run = UsageInterval.objects.filter(job=job, ended_at__isnull=True)
+    assert second_run.count() == 4
+    assert min(i.started_at for i in second_run) >= first_run[0].ended_at, "no GPU-second twice"
