@@ -67,6 +67,8 @@ class Features:
     backfill_attempts: int = 64          # jobs backfill tries on reserved GPUs
     max_reservations: int = 8            # blocked jobs holding reservations at once
     layout_min_age_s: float = 600.0      # repartition hysteresis: a layout younger than this stays
+    repartition_max_lost_s: float = 0.0  # a node's layout changes only if stopping its GPU pods (as
+    #                                      mig-manager does, node-wide) loses at most this many GPU-seconds
     max_repartitions_per_cycle: int = 32  # repartitions of GPUs that still run work
     repartition_attempts: int = 64       # jobs no repartition helped before repartition gives up
     consolidate_attempts: int = 8        # blocked jobs consolidate looks for movers for

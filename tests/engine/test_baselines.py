@@ -76,7 +76,7 @@ def test_kueue_mig_never_changes_mig_modes_or_layouts():
     # Two idle MIG GPUs in the balanced layout, six whole GPUs busy: tessera would turn the idle
     # MIG GPUs back into whole ones for the 2-GPU job; kueue-mig leaves them as they are.
     layouts = {0: BALANCED, 1: BALANCED}
-    runs = [running(job(f"r{i}", team="ml"), "n1", [i]) for i in range(2, 8)]
+    runs = [running(job(f"r{i}", team="ml", last_checkpoint_at=NOW), "n1", [i]) for i in range(2, 8)]
     pending = [job("two", gpus=2, team="ml"), inference("nb", 30, team="ml", cls="interactive"),
                inference("big", 60, team="ml", cls="interactive")]
     plan = schedule(snap([node("n1", layouts=layouts)], pending, runs, queues=[("ml", 16)]), "kueue-mig")

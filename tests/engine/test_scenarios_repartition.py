@@ -8,12 +8,29 @@ from tests.engine.builders import NOW, inference, job, node, running, snap
 
 
 def test_an_idle_whole_gpu_is_turned_to_mig_for_waiting_inference():
-    busy = [running(job(f"t{i}"), "n1", [i]) for i in range(6)]
+    # The running jobs checkpointed just now: stopping them (mig-manager stops every GPU pod of
+    # the node) loses nothing, so the fullest node is carved.
+    busy = [running(job(f"t{i}", last_checkpoint_at=NOW), "n1", [i]) for i in range(6)]
     plan = schedule(snap([node("n1"), node("n2")], [inference("i", 15, cls="interactive")],
                          busy))
     assert plan.repartitions == (Repartition(node="n1", gpu_index=6, mig_enabled=True, layout=(("1g.20gb", 6),)),)
     assert plan.binds == ()
     assert plan.pending["i"].reason == "repartition-pending"
+
+
+def test_no_layout_change_on_a_node_whose_training_would_lose_work():
+    # mig-manager applies a layout node-wide and stops every GPU pod there: training that has
+    # run an hour since its last checkpoint (here: none) would lose that hour on 6 GPUs. The
+    # slice is carved on the empty node instead, and with no other node, nowhere.
+    busy = [running(job(f"t{i}"), "n1", [i]) for i in range(6)]
+    plan = schedule(snap([node("n1"), node("n2")], [inference("i", 15, cls="interactive")], busy))
+    assert [(r.node, r.mig_enabled) for r in plan.repartitions] == [("n2", True)]
+    alone = schedule(snap([node("n1")], [inference("i", 15, cls="interactive")], busy))
+    assert alone.repartitions == ()
+    # A service on the node loses nothing when stopped: it is carved.
+    served = [running(inference(f"s{i}", 80), "n1", [i]) for i in range(6)]
+    plan = schedule(snap([node("n1")], [inference("i", 15, cls="interactive")], served))
+    assert [(r.node, r.gpu_index) for r in plan.repartitions] == [("n1", 6)]
 
 
 def test_several_small_jobs_share_one_new_layout():
