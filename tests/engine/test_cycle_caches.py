@@ -12,12 +12,13 @@ import pytest
 
 from bench.engine_cycle import build_snapshot
 from scheduling.engine import nominations, schedule, state
-from scheduling.engine.actions import reserve
+from scheduling.engine.actions import common, reserve
 from scheduling.engine.actions.common import min_units
 from scheduling.engine.explain import _gpu_free_units, _model_supply, _release_curve
 from scheduling.engine.placement import allowed_models, as_whole
 from scheduling.engine.policies import get_policy
 from scheduling.engine.replay import apply_plan
+from scheduling.engine.reservations import Reservation
 from scheduling.engine.session import Session
 from scheduling.engine.tiers import tier_order
 
@@ -141,3 +142,16 @@ def test_plans_are_the_same_with_caches_kept_between_cycles_or_cleared(cycles):
         cold = schedule(snapshot, "tessera")
         warm = schedule(snapshot, "tessera")
         assert _without_timings(warm) == _without_timings(cold)
+
+
+def test_a_full_book_still_fixes_the_fair_shares_before_anything_is_placed(cycles):
+    """The walk for blocked heads stops once the book is full, but not before a head's admission
+    has worked out the cycle's fair shares: worked out later, after placements, they would differ."""
+    session = _session(cycles[-1])
+    for i in range(session.features.max_reservations):  # full from the start, as nominations can fill it
+        session.book.add(Reservation(f"held-{i}", "team-0", 0, session.now, []))
+    assert session.deserved is None
+    reserve.reserve_heads(session)
+    fresh = _session(cycles[-1])
+    common.deserved(fresh)
+    assert session.deserved == fresh.deserved

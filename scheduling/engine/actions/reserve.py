@@ -35,8 +35,10 @@ def reserve_heads(session: Session) -> None:
     seen: set = set()
     book, limit = session.book, session.features.max_reservations
     for job in ordered(session, session.waiting()):
-        if len(book.items) >= limit:
-            return  # nobody else may reserve (reserve_for); the rest only read the session
+        if len(book.items) >= limit and (session.deserved is not None or not session.features.quota):
+            # Nobody else may reserve (reserve_for), and the fair shares are worked out (a head's
+            # admission would do it here, before anything is placed): the rest only reads.
+            return
         key = (job.team, job.priority)
         if key in seen or not as_whole(session, job):
             continue
