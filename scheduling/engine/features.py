@@ -54,6 +54,8 @@ class Features:
     #                                     emptiest (the device plugin spreading time-slice replicas)
     priority_preemption: bool = False  # preempt may stop any lower-class pod, whatever its team or
     #                                    quota (kube-scheduler's DefaultPreemption)
+    production_wins: bool = False  # production inference may stop any lower-class job, even
+    #                                within another team's guarantee while its own is spent (evict.py)
     mig_static: bool = False     # only the MIG instances that exist are used: none is created
     share_production_only: bool = False  # only production inference shares GPUs (HAMi/MPS for serving)
     victim_order: VictimOrder = "class"  # see VictimOrder above

@@ -3,6 +3,7 @@
 import pytest
 
 from scheduling.engine import Bind, Preempt, schedule
+from scheduling.engine.policies import get_policy
 from tests.engine.builders import NOW, binds_by_job, inference, job, node, running, snap, whole
 
 
@@ -56,6 +57,27 @@ def test_production_inference_within_quota_always_gets_resources():
     plan = schedule(snap([node("n1")], [inference("p1", 70, team="web")], within,
                          queues=[("web", 2), ("b", 8)]))
     assert len(plan.preemptions) == 1 and plan.preemptions[0].reason == "preempt"
+
+
+def test_production_beyond_its_guarantee_preempts_another_teams_guaranteed_work():
+    # Serving at its peak far beyond its guarantee (here none) still wins (production_wins);
+    # the baselines keep the old rule: only within its own guarantee.
+    within = [running(job(f"b{i}", team="b"), "n1", [i]) for i in range(8)]
+    state = snap([node("n1")], [inference("p1", 70, team="web")], within, queues=[("web", 0), ("b", 8)])
+    plan = schedule(state)
+    assert [p.reason for p in plan.preemptions] == ["preempt"]
+    assert schedule(state, get_policy("tessera").with_features(production_wins=False)).preemptions == ()
+    assert schedule(state, "volcano").preemptions == ()
+
+
+def test_free_room_goes_to_production_beyond_its_guarantee_before_guaranteed_training():
+    # Else the room its victims free goes to a guaranteed job first, and it preempts again.
+    others = [running(job(f"b{i}", team="b"), "n1", [i]) for i in range(7)]
+    pending = [inference("p1", 70, team="web"), job("t1", team="b")]
+    state = snap([node("n1")], pending, others, queues=[("web", 0), ("b", 8)])
+    assert [b.job_id for b in schedule(state).binds] == ["p1"]
+    without = schedule(state, get_policy("tessera").with_features(production_wins=False))
+    assert [b.job_id for b in without.binds] == ["t1"]
 
 
 VICTIMS = [  # (job, started, borrowed)

@@ -4,8 +4,11 @@ Victims, best first: borrowed before within-quota, then by the policy's `victim_
 lowest class, then the least work lost since the last checkpoint (the baselines), or the least
 GPU-seconds lost, then the lowest class, then the shortest runtime (tessera). A job within
 another team's guarantee is never stopped to serve a burst; only production inference within
-its own guarantee may take it. A job that (re)started less than `min_runtime_s` ago is stopped
-only for production. The preemptor is not placed in this cycle: it waits until the backend
+its own guarantee may take it, or with `production_wins` (tessera) production inference beyond
+its guarantee too (DESIGN: "production inference always gets resources"; it never goes to spot,
+so at a serving peak beyond the serving teams' guarantees nothing else frees room for it).
+Borrowed victims still come first (victim_key). A job that (re)started less than
+`min_runtime_s` ago is stopped only for production. The preemptor is not placed in this cycle: it waits until the backend
 confirms the release. A gang that needs several nodes chooses victims over the k cheapest nodes
 together (gang_victims.py).
 """
@@ -46,13 +49,17 @@ def reclaim(session: Session) -> None:
 
 
 def preempt(session: Session) -> None:
+    wins = session.features.production_wins
+
     def eligible(member: Member, job: Job, within: bool) -> bool:
         victim = member.known_job
         if not victim.preemptible or victim.priority >= job.priority:
             return False
         if victim.team == job.team or member.borrowed or session.features.priority_preemption:
             return True
-        return job.production and within
+        # Without `wins`, serving-heavy's peak (serving teams far beyond their guarantees, no
+        # spot for production) left sub-GPU production waiting hours (p99 median 13,861 s; README).
+        return job.production and (within or wins)
     _evict_for(session, eligible, PreemptReason.PREEMPT, need_guarantee=False,
                candidate=lambda m: m.known_job.preemptible)
 
