@@ -8,9 +8,9 @@ its own guarantee may take it, or with `production_wins` (tessera) production in
 its guarantee too (DESIGN: "production inference always gets resources"; it never goes to spot,
 so at a serving peak beyond the serving teams' guarantees nothing else frees room for it).
 Borrowed victims still come first (victim_key). A job that (re)started less than
-`min_runtime_s` ago is stopped only for production. The preemptor is not placed in this cycle: it waits until the backend
-confirms the release. A gang that needs several nodes chooses victims over the k cheapest nodes
-together (gang_victims.py).
+`min_runtime_s` ago is stopped only for production. The preemptor is not placed in this cycle:
+it waits until the backend confirms the release. A gang that needs several nodes chooses victims
+over the k cheapest nodes together (gang_victims.py).
 """
 
 from __future__ import annotations
