@@ -75,7 +75,9 @@ def rejoined_and_billed_again(core, kube_workers, job: Job, first, first_run: li
     assert Job.objects.filter(namespace=MAPPED).count() == 1
     job.refresh_from_db()
     assert (job.status, job.pending_reason_code, job.progress_s) == ("preempted", "new", 240.0)
-    assert kube_workers.run(tasks.run_cycle)["placed"] == [job.pk]
+    placed = kube_workers.run(tasks.run_cycle)["placed"]
+    job.refresh_from_db()
+    assert placed == [job.pk], (job.pending_reason, list(Node.objects.values_list("name", "state")))
     wait_for(lambda: ActionRequest.objects.filter(job=job, kind="bind", state="confirmed").count() == 2,
              what="the new pod bound", timeout=30)
     assert read_pod(core, MAPPED, second.metadata.name).spec.node_name
