@@ -176,7 +176,9 @@ def test_an_evicted_gang_member_requeues_the_gang_whole_and_the_new_pods_rejoin_
     (job_id,) = set(kube_workers.run(tasks.poll_agents)["native"]["taken"])  # one job, a member per pod
     job = Job.objects.get(pk=job_id)
     assert (job.members, job.gpus) == (2, 4)
-    assert kube_workers.run(tasks.run_cycle)["placed"] == [job.pk]
+    placed = kube_workers.run(tasks.run_cycle)["placed"]
+    job.refresh_from_db()
+    assert placed == [job.pk], (job.pending_reason, list(Node.objects.values_list("name", "state")))
     wait_for(lambda: ActionRequest.objects.filter(job=job, kind="bind", state="confirmed").count() == 2,
              what="both members bound", timeout=60)
     first = {p.metadata.name for p in live()}
