@@ -43,6 +43,18 @@ def evict(core, name: str) -> None:
         "containerStatuses": containers}})
 
 
+def why_unplaced(core, job: Job) -> str:
+    """What a cycle that placed nothing saw: the job (status, waiting reason, its pod rows), the node
+    rows as the cycle reads them, and the cluster's nodes now (Ready, taints)."""
+    job.refresh_from_db()
+    pods = list(job.native_pods.values_list("name", "vacant"))
+    rows = list(Node.objects.values_list("name", "state", "schedulable", "allocatable_gpus", "gpus_used_outside",
+                                         "cluster_refusal"))
+    cluster = [(n.metadata.name, node_ready(core, n.metadata.name),
+                [f"{t.key}:{t.effect}" for t in n.spec.taints or []]) for n in core.list_node().items]
+    return f"job={job.status} {job.pending_reason!r} pods={pods} nodes={rows} cluster={cluster}"
+
+
 def confirm_checkpoint(core, job: Job, progress_s: float) -> None:
     """The workload confirms a checkpoint of its own over the channel Tessera made for its Job."""
     secret = core.read_namespaced_secret(CHANNEL, MAPPED)
@@ -59,7 +71,8 @@ def running_job_of_the_job_controller(core, kube_admin, kube_workers) -> tuple[J
     kube_workers.start()
     (job_id,) = kube_workers.run(tasks.poll_agents)["native"]["taken"]
     job = Job.objects.get(pk=job_id)
-    assert kube_workers.run(tasks.run_cycle)["placed"] == [job.pk]
+    placed = kube_workers.run(tasks.run_cycle)["placed"]
+    assert placed == [job.pk], why_unplaced(core, job)
     wait_for(lambda: bound(job), what="bind confirmed", timeout=30)
     (first,) = controller_pods(core)
     wait_for(lambda: read_pod(core, MAPPED, first.metadata.name).status.phase == "Running", what="running", timeout=30)
@@ -76,8 +89,7 @@ def rejoined_and_billed_again(core, kube_workers, job: Job, first, first_run: li
     job.refresh_from_db()
     assert (job.status, job.pending_reason_code, job.progress_s) == ("preempted", "new", 240.0)
     placed = kube_workers.run(tasks.run_cycle)["placed"]
-    job.refresh_from_db()
-    assert placed == [job.pk], (job.pending_reason, list(Node.objects.values_list("name", "state")))
+    assert placed == [job.pk], why_unplaced(core, job)
     wait_for(lambda: ActionRequest.objects.filter(job=job, kind="bind", state="confirmed").count() == 2,
              what="the new pod bound", timeout=30)
     assert read_pod(core, MAPPED, second.metadata.name).spec.node_name
@@ -144,7 +156,8 @@ def test_an_evicted_bare_pod_ends_its_job_as_failed_saying_it_has_no_controller(
     kube_workers.start()
     (job_id,) = kube_workers.run(tasks.poll_agents)["native"]["taken"]
     job = Job.objects.get(pk=job_id)
-    assert kube_workers.run(tasks.run_cycle)["placed"] == [job.pk]
+    placed = kube_workers.run(tasks.run_cycle)["placed"]
+    assert placed == [job.pk], why_unplaced(core, job)
     wait_for(lambda: bound(job), what="bind confirmed", timeout=30)
     wait_for(lambda: read_pod(core, MAPPED, "bare-0").status.phase == "Running", what="running", timeout=30)
     evict(core, "bare-0")
@@ -173,12 +186,13 @@ def test_an_evicted_gang_member_requeues_the_gang_whole_and_the_new_pods_rejoin_
 
     wait_for(lambda: len(live()) == 2, what="the Job controller's 2 pods", timeout=60)
     kube_workers.start()
-    (job_id,) = set(kube_workers.run(tasks.poll_agents)["native"]["taken"])  # one job, a member per pod
+    intake = kube_workers.run(tasks.poll_agents)["native"]
+    (job_id,) = set(intake["taken"])  # one job, a member per pod
     job = Job.objects.get(pk=job_id)
+    assert len(intake["taken"]) == 2 and not intake["refused"], (intake, why_unplaced(core, job))
     assert (job.members, job.gpus) == (2, 4)
     placed = kube_workers.run(tasks.run_cycle)["placed"]
-    job.refresh_from_db()
-    assert placed == [job.pk], (job.pending_reason, list(Node.objects.values_list("name", "state")))
+    assert placed == [job.pk], why_unplaced(core, job)
     wait_for(lambda: ActionRequest.objects.filter(job=job, kind="bind", state="confirmed").count() == 2,
              what="both members bound", timeout=60)
     first = {p.metadata.name for p in live()}
@@ -199,7 +213,8 @@ def test_an_evicted_gang_member_requeues_the_gang_whole_and_the_new_pods_rejoin_
     wait_for(lambda: kube_workers.run(tasks.poll_agents) and not job.native_pods.filter(vacant=True).exists(),
              what="both new pods rejoined", timeout=30, every=1.0)
     assert Job.objects.filter(namespace=MAPPED).count() == 1
-    assert kube_workers.run(tasks.run_cycle)["placed"] == [job.pk]
+    placed = kube_workers.run(tasks.run_cycle)["placed"]
+    assert placed == [job.pk], why_unplaced(core, job)
     wait_for(lambda: ActionRequest.objects.filter(job=job, kind="bind", state="confirmed").count() == 4,
              what="the new pods bound", timeout=60)
     second_run = UsageInterval.objects.filter(job=job, ended_at__isnull=True)
