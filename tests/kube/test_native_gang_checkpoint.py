@@ -59,6 +59,25 @@ def live_pods(core, selector: str) -> list:
     return sorted((p for p in pods if p.metadata.deletion_timestamp is None), key=lambda p: p.metadata.name)
 
 
+def job_controller_makes_again(core, selector: str):
+    """How a test waits for the real Job controller's new pods: the two live pods of the selector
+    once none of the pods alive now is among them."""
+    before = {p.metadata.uid for p in live_pods(core, selector)}
+
+    def made_again():
+        return wait_for(
+            lambda: (
+                (pods := live_pods(core, selector)) and len(pods) == 2 and not before & {p.metadata.uid for p in pods}
+            )
+            and pods,
+            what="the Job controller's new pods",
+            timeout=90,
+            every=0.5,
+        )
+
+    return made_again
+
+
 def binds_confirmed(job: Job) -> int:
     return ActionRequest.objects.filter(job=job, kind="bind", state="confirmed").count()
 
@@ -215,20 +234,7 @@ def test_a_jobset_gang_is_preempted_with_a_confirmed_checkpoint_and_its_child_jo
             batch.create_namespaced_job(MAPPED, jobset_child_job(jobset, replicated, index))
     selector = "jobset.sigs.k8s.io/jobset-name=ddp-js"
     wait_for(lambda: len(live_pods(native, selector)) == 2, what="the Job controller's 2 pods", timeout=60)
-    before = {p.metadata.uid for p in live_pods(native, selector)}
-
-    def made_again():
-        return wait_for(
-            lambda: (
-                (pods := live_pods(native, selector))
-                and len(pods) == 2
-                and not before & {p.metadata.uid for p in pods}
-                and pods
-            ),
-            what="the Job controller's new pods",
-            timeout=90,
-            every=0.5,
-        )
+    made_again = job_controller_makes_again(native, selector)
 
     job = preempted_with_a_checkpoint_and_rejoined(
         kube_workers,
@@ -303,22 +309,7 @@ def test_an_indexed_job_gang_with_a_podgroup_is_preempted_with_a_confirmed_check
     batch.create_namespaced_job(MAPPED, job_body)
     selector = "job-name=ddp"
     wait_for(lambda: len(live_pods(native, selector)) == 2, what="the Job controller's 2 pods", timeout=60)
-    before = {p.metadata.uid for p in live_pods(native, selector)}
-
-    def made_again():
-        return wait_for(
-            lambda: (
-                (
-                    (pods := live_pods(native, selector))
-                    and len(pods) == 2
-                    and not before & {p.metadata.uid for p in pods}
-                )
-                and pods
-            ),
-            what="the Job controller's new pods",
-            timeout=90,
-            every=0.5,
-        )
+    made_again = job_controller_makes_again(native, selector)
 
     job = preempted_with_a_checkpoint_and_rejoined(
         kube_workers,
