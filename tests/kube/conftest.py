@@ -171,7 +171,7 @@ def gpu_cluster(kubelet):
 def kube_workers(control_plane, settings, tmp_path):
     """Real Celery workers whose backend is the real control plane, with deploy/rbac.yaml's rights."""
     settings.TESSERA_BACKEND = "kubernetes"
-    pool = Workers(str(tmp_path / "unused.json"), env={
+    pool = Workers(str(tmp_path / "unused.json"), log=str(tmp_path / "workers.log"), env={
         "TESSERA_BACKEND": "kubernetes", "TESSERA_KUBECONFIG": str(control_plane.backend_kubeconfig())})
     yield pool
     pool.stop()

@@ -9,16 +9,21 @@ node's heartbeats (the real kube-controller-manager marks it NotReady)."""
 from __future__ import annotations
 
 import base64
+import os
 from datetime import UTC, datetime
 
 import pytest
+from django.conf import settings
 from kubernetes import client
 from rest_framework.test import APIClient
 
 from agents import tasks
 from agents.backends.k8s_gangs import MIN_MEMBER_ANNOTATION, POD_GROUP_LABEL
 from billing.models import UsageInterval
+from scheduling import engine
+from scheduling.clock import database_now
 from scheduling.models import ActionRequest, Job, Node
+from scheduling.snapshot import build_snapshot
 from tests.kube import test_native_pods
 from tests.kube.test_disruptions import node_ready
 from tests.kube.test_native_checkpoint import controller_pods, job_with_channel
@@ -43,16 +48,27 @@ def evict(core, name: str) -> None:
         "containerStatuses": containers}})
 
 
-def why_unplaced(core, job: Job) -> str:
+def why_unplaced(core, job: Job, workers=None) -> str:
     """What a cycle that placed nothing saw: the job (status, waiting reason, its pod rows), the node
     rows as the cycle reads them, and the cluster's nodes now (Ready, taints)."""
     job.refresh_from_db()
     pods = list(job.native_pods.values_list("name", "vacant"))
+    actions = list(ActionRequest.objects.filter(job=job).values_list("kind", "state", "key"))
+    events = list(job.events.values_list("kind", flat=True))
     rows = list(Node.objects.values_list("name", "state", "schedulable", "allocatable_gpus", "gpus_used_outside",
                                          "cluster_refusal"))
     cluster = [(n.metadata.name, node_ready(core, n.metadata.name),
                 [f"{t.key}:{t.effect}" for t in n.spec.taints or []]) for n in core.list_node().items]
-    return f"job={job.status} {job.pending_reason!r} pods={pods} nodes={rows} cluster={cluster}"
+    # The engine again, on the rows as the cycle left them (a cycle that placed nothing wrote nothing):
+    # whether it places the job now tells a decision from a bind that apply skipped.
+    plan = engine.schedule(build_snapshot(database_now()), settings.TESSERA_POLICY)
+    decided = ([(b.member, b.node) for b in plan.binds if b.job_id == str(job.pk)], plan.pending.get(str(job.pk)))
+    said = ""
+    if workers is not None and workers.log and os.path.exists(workers.log):  # their warnings: a skipped bind
+        with open(workers.log, errors="replace") as log:
+            said = "".join(log.readlines()[-20:])
+    return (f"job={job.status} {job.pending_reason_code}: {job.pending_reason!r} pods={pods} actions={actions} "
+            f"events={events} nodes={rows} cluster={cluster} engine now={decided} workers said:\n{said}")
 
 
 def confirm_checkpoint(core, job: Job, progress_s: float) -> None:
@@ -72,7 +88,7 @@ def running_job_of_the_job_controller(core, kube_admin, kube_workers) -> tuple[J
     (job_id,) = kube_workers.run(tasks.poll_agents)["native"]["taken"]
     job = Job.objects.get(pk=job_id)
     placed = kube_workers.run(tasks.run_cycle)["placed"]
-    assert placed == [job.pk], why_unplaced(core, job)
+    assert placed == [job.pk], why_unplaced(core, job, kube_workers)
     wait_for(lambda: bound(job), what="bind confirmed", timeout=30)
     (first,) = controller_pods(core)
     wait_for(lambda: read_pod(core, MAPPED, first.metadata.name).status.phase == "Running", what="running", timeout=30)
@@ -89,7 +105,7 @@ def rejoined_and_billed_again(core, kube_workers, job: Job, first, first_run: li
     job.refresh_from_db()
     assert (job.status, job.pending_reason_code, job.progress_s) == ("preempted", "new", 240.0)
     placed = kube_workers.run(tasks.run_cycle)["placed"]
-    assert placed == [job.pk], why_unplaced(core, job)
+    assert placed == [job.pk], why_unplaced(core, job, kube_workers)
     wait_for(lambda: ActionRequest.objects.filter(job=job, kind="bind", state="confirmed").count() == 2,
              what="the new pod bound", timeout=30)
     assert read_pod(core, MAPPED, second.metadata.name).spec.node_name
@@ -157,7 +173,7 @@ def test_an_evicted_bare_pod_ends_its_job_as_failed_saying_it_has_no_controller(
     (job_id,) = kube_workers.run(tasks.poll_agents)["native"]["taken"]
     job = Job.objects.get(pk=job_id)
     placed = kube_workers.run(tasks.run_cycle)["placed"]
-    assert placed == [job.pk], why_unplaced(core, job)
+    assert placed == [job.pk], why_unplaced(core, job, kube_workers)
     wait_for(lambda: bound(job), what="bind confirmed", timeout=30)
     wait_for(lambda: read_pod(core, MAPPED, "bare-0").status.phase == "Running", what="running", timeout=30)
     evict(core, "bare-0")
@@ -189,10 +205,10 @@ def test_an_evicted_gang_member_requeues_the_gang_whole_and_the_new_pods_rejoin_
     intake = kube_workers.run(tasks.poll_agents)["native"]
     (job_id,) = set(intake["taken"])  # one job, a member per pod
     job = Job.objects.get(pk=job_id)
-    assert len(intake["taken"]) == 2 and not intake["refused"], (intake, why_unplaced(core, job))
+    assert len(intake["taken"]) == 2 and not intake["refused"], (intake, why_unplaced(core, job, kube_workers))
     assert (job.members, job.gpus) == (2, 4)
     placed = kube_workers.run(tasks.run_cycle)["placed"]
-    assert placed == [job.pk], why_unplaced(core, job)
+    assert placed == [job.pk], why_unplaced(core, job, kube_workers)
     wait_for(lambda: ActionRequest.objects.filter(job=job, kind="bind", state="confirmed").count() == 2,
              what="both members bound", timeout=60)
     first = {p.metadata.name for p in live()}
@@ -214,7 +230,7 @@ def test_an_evicted_gang_member_requeues_the_gang_whole_and_the_new_pods_rejoin_
              what="both new pods rejoined", timeout=30, every=1.0)
     assert Job.objects.filter(namespace=MAPPED).count() == 1
     placed = kube_workers.run(tasks.run_cycle)["placed"]
-    assert placed == [job.pk], why_unplaced(core, job)
+    assert placed == [job.pk], why_unplaced(core, job, kube_workers)
     wait_for(lambda: ActionRequest.objects.filter(job=job, kind="bind", state="confirmed").count() == 4,
              what="the new pods bound", timeout=60)
     second_run = UsageInterval.objects.filter(job=job, ended_at__isnull=True)

@@ -85,9 +85,10 @@ def wait_for(condition, timeout=PATIENCE_S, every=0.2, what="condition"):
 class Workers:
     """Celery workers in subprocesses, all on one queue private to the test."""
 
-    def __init__(self, state_path: str, env: dict[str, str] | None = None, queue: str = ""):
+    def __init__(self, state_path: str, env: dict[str, str] | None = None, queue: str = "", log: str = ""):
         self.queue = queue or f"workers-{uuid.uuid4().hex[:8]}"  # beat's tests name the queue beat sends to
         self.state_path = state_path
+        self.log = log  # where the workers' warnings go ("": nowhere), for a test that says why it failed
         self.env = {**WORKER_SETTINGS, **(env or {})}  # a real cluster's tests name another backend
         self.processes: list[subprocess.Popen] = []
 
@@ -96,11 +97,14 @@ class Workers:
         url = f"postgres://{database['USER']}@{database['HOST']}:{database['PORT'] or 5432}/{database['NAME']}"
         env = dict(os.environ, CELERY_TASK_ALWAYS_EAGER="0", DATABASE_URL=url, TESSERA_FAILPOINTS=failpoints,
                    TESSERA_SIMULATED_STATE=self.state_path, **self.env)
+        out = open(self.log, "ab") if self.log else subprocess.DEVNULL  # noqa: SIM115 - closed below
         started = [subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "tessera", "worker", "--pool", "solo", "--queues", self.queue,
              "--loglevel", "WARNING", "--without-gossip", "--without-mingle", "--without-heartbeat",
              "--hostname", f"{self.queue}-{len(self.processes) + n}@%h"],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for n in range(count)]
+            cwd=ROOT, env=env, stdout=out, stderr=out) for n in range(count)]
+        if self.log:
+            out.close()  # each worker has its own copy
         self.processes += started
         for _ in started:  # each answers one ping; a solo worker takes one task at a time
             assert ping.apply_async(args=["up"], queue=self.queue).get(timeout=PATIENCE_S) == "pong:up"
