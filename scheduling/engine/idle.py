@@ -161,7 +161,9 @@ def _from_reason(session: Session, job: Job, code: WaitingReason, whole_mode_onl
         return IdleCause.MIG_LAYOUT
     if code == WaitingReason.NO_GANG_GROUP:
         return IdleCause.TOPOLOGY if _free_nodes(session, job) >= job.gang_size else IdleCause.NOTHING_FITS
-    if code in (WaitingReason.NO_FREE_GPUS, WaitingReason.NEW):
+    # A job waiting for its reservation did not take this GPU, which no reservation holds
+    # (those are step 1): the job does not fit here, as for one waiting for free GPUs.
+    if code in (WaitingReason.NO_FREE_GPUS, WaitingReason.NEW, WaitingReason.RESERVED):
         return IdleCause.MIG_LAYOUT if whole_mode_only else IdleCause.NOTHING_FITS
     return FROM_REASON.get(code, IdleCause.NOTHING_FITS)
 

@@ -82,3 +82,17 @@ def test_slices_that_break_up_a_node_are_the_mig_layout():
     layouts = {0: [("1g.10gb", 0, "svc0")], 1: [("1g.10gb", 0, "svc1")]}
     _, idle = causes(snap([node("n1", layouts=layouts)], [job("big", gpus=8)]))
     assert set(idle.values()) == {"mig-layout"} and len(idle) == 8
+
+
+def test_free_gpus_no_reservation_holds_are_not_reserved():
+    # The head reserves n1 (frees first); n3's 4 idle GPUs are in MIG mode and n4 shares its GPUs
+    # (never whole): no reservation holds them, so they are not "reserved" after the head's wait
+    # reason but what keeps the head off them.
+    runs = busy("n1", range(6), ends_in=3500) + busy("n2", range(8)) + busy("n3", range(4))
+    nodes = [node("n1"), node("n2"), node("n3", mig=range(4, 8)),
+             node("n4", sharing="time-slicing", replicas=4)]
+    plan, idle = causes(snap(nodes, [job("head", gpus=4)], runs))
+    assert plan.pending["head"].reason == "reserved"
+    assert {idle[("n1", i)] for i in (6, 7)} == {"reserved"}
+    assert {idle[("n3", i)] for i in range(4, 8)} == {"mig-layout"}
+    assert {idle[("n4", i)] for i in range(8)} == {"nothing-fits"}
