@@ -77,16 +77,19 @@ def test_the_backend_gets_the_least_rights_it_needs():
         "events": ["create", "patch"],
         "podgroups": ["get", "list", "watch"],
         "services": ["create", "delete", "list"],  # a multi-pod run's headless Service
-        # a cancelled native pod's batch/v1 Job (get: the JobSet controlling it), JobSet or
-        # PyTorchJob (agents/backends/k8s_intake.py)
+        # a cancelled native pod's batch/v1 Job (get: the JobSet controlling it), JobSet,
+        # PyTorchJob or LeaderWorkerSet (get statefulsets: the way up to it; k8s_native.OWNER_KINDS)
         "jobs": ["delete", "get"],
         "jobsets": ["delete"],
         "pytorchjobs": ["delete"],
+        "statefulsets": ["get"],
+        "leaderworkersets": ["delete"],
     }
     assert all(len(r["resources"]) == 1 for r in role["rules"])
     groups = {r["resources"][0]: r["apiGroups"] for r in role["rules"]}
     assert groups.pop("podgroups") == ["scheduling.x-k8s.io", "scheduling.k8s.io"] and groups.pop("jobs") == ["batch"]
     assert groups.pop("jobsets") == ["jobset.x-k8s.io"] and groups.pop("pytorchjobs") == ["kubeflow.org"]
+    assert groups.pop("statefulsets") == ["apps"] and groups.pop("leaderworkersets") == ["leaderworkerset.x-k8s.io"]
     assert all(g == [""] for g in groups.values())
     with_token = [d["metadata"]["name"] for d in _by_kind("Deployment") + _by_kind("DaemonSet")
                   if d["spec"]["template"]["spec"].get("automountServiceAccountToken", True)]
