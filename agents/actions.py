@@ -108,10 +108,10 @@ def _phase(action: ActionRequest, phase: str, **fields) -> None:
 # -- which pods a job has ----------------------------------------------------------------------
 
 def attempt_binds(job: Job) -> list[ActionRequest]:
-    """The bind actions of the job's current run (keys end in the run's start second)."""
+    """The bind actions of the job's current run (keys end in its run id, scheduling.models.run_id)."""
     if job.started_at is None:
         return []
-    attempt = int(job.started_at.timestamp())
+    attempt = job.run
     return list(ActionRequest.objects.filter(job=job, kind=ActionRequest.Kind.BIND, key__startswith=f"bind:{job.pk}:",
                                              key__endswith=f":{attempt}").order_by("id"))
 

@@ -98,7 +98,7 @@ def adopt(backend: SimulatedBackend, job: Job) -> None:
     by_node: dict[str, list] = {}
     for placement in job.placements.filter(ended_at__isnull=True).select_related("gpu__node", "mig_instance"):
         by_node.setdefault(placement.gpu.node.name, []).append(placement)
-    attempt = int(job.started_at.timestamp())
+    attempt = job.run
     for member, (node, placements) in enumerate(sorted(by_node.items())):
         payload = BindPayload(
             job_id=job.pk, member=member, node=node, placements=tuple(p.pk for p in placements),

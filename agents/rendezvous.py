@@ -16,7 +16,7 @@ log = logging.getLogger(__name__)
 
 def rendezvous_service(job: Job) -> str:
     """The headless Service of the job's current run (a DNS-1035 label: it starts with a letter)."""
-    return f"tessera-{job.pk}-{int(job.started_at.timestamp())}"
+    return f"tessera-{job.pk}-{job.run}"
 
 
 def job_rendezvous(job: Job, binds: list[ActionRequest], member: int) -> Rendezvous:

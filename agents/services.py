@@ -146,7 +146,7 @@ def node_reclaim_notice(*, node: Node, seen: NodeInventory | None, now: datetime
     for job in Job.objects.filter(status__in=HOLDING, placements__gpu__node=node,
                                   placements__ended_at__isnull=True).distinct():
         action, new = ActionRequest.objects.get_or_create(
-            key=f"spot-reclaim:{job.pk}:{int(job.started_at.timestamp())}",
+            key=f"spot-reclaim:{job.pk}:{job.run}",
             defaults={"kind": ActionRequest.Kind.PREEMPT, "job": job, "node": node,
                       "payload": PreemptPayload(job_id=job.pk, for_job_id=None, reason=PreemptReason.SPOT_RECLAIM,
                                                 notice_deadline=deadline).as_payload()})

@@ -18,7 +18,7 @@ from django.db import IntegrityError, connection, transaction
 from portal import freshness
 from scheduling import engine
 from scheduling.engine.reasons import PreemptReason
-from scheduling.models import ActionRequest, Gpu, Job, MigInstance, Placement
+from scheduling.models import ActionRequest, Gpu, Job, MigInstance, Placement, run_id
 from scheduling.native import member_pod_name
 from scheduling.payloads import AllocationRequest, BindPayload, PreemptPayload, RepartitionPayload
 from scheduling.services import job_event_add, placement_start
@@ -123,7 +123,7 @@ def _mig_instance(gpu: Gpu, profile_name: str, start: int) -> MigInstance:
 
 
 def _bind_action(job: Job, bind: engine.Bind, placements, now) -> ActionRequest:
-    attempt = int(now.timestamp())
+    attempt = run_id(now)  # the run's id: the job starts now
     return ActionRequest.objects.create(
         key=f"bind:{job.pk}:{bind.member}:{attempt}", kind=ActionRequest.Kind.BIND, job=job,
         node=placements[0].gpu.node,
@@ -144,7 +144,7 @@ def _request_preemption(job: Job | None, preemption: engine.Preempt, now, result
     if job is None or job.status not in (Job.Status.RUNNING, Job.Status.CHECKPOINTING):
         return
     action, created = ActionRequest.objects.get_or_create(
-        key=f"preempt:{job.pk}:{int(job.started_at.timestamp())}",
+        key=f"preempt:{job.pk}:{job.run}",
         defaults={"kind": ActionRequest.Kind.PREEMPT, "job": job,
                   "payload": PreemptPayload(job_id=job.pk, for_job_id=_row_id(preemption.for_job_id),
                                             reason=preemption.reason, notice_deadline=None).as_payload()})

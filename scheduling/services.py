@@ -311,7 +311,7 @@ def job_cancel(*, user, job: Job) -> Job:
     if job.status in Job.HOLDING_STATUSES and job.placements.filter(ended_at__isnull=True).exists():
         now = database_now()
         _, new = ActionRequest.objects.get_or_create(
-            key=f"cancel:{job.pk}:{int(job.started_at.timestamp())}",
+            key=f"cancel:{job.pk}:{job.run}",
             defaults={"kind": ActionRequest.Kind.PREEMPT, "job": job, "payload": PreemptPayload(
                 job_id=job.pk, for_job_id=None, reason=PreemptReason.CANCEL,
                 notice_deadline=now.timestamp()).as_payload()})

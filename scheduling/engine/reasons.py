@@ -40,10 +40,7 @@ class WaitingReason(_Coded):
     GPU_MEMORY = "gpu-memory", "It needs more memory per GPU than any GPU it may use has."
     NO_GANG_GROUP = "no-gang-group", "No group of nodes under one switch has room for all its members."
     GANG_INCOMPLETE = "gang-incomplete", "Fewer of its pods exist than its pod group's minMember; none starts before."
-    PODS_GONE = "pods-gone", (
-        "Its pods were stopped (a preemption, an eviction or a lost node); "
-        "it waits for their controller to make them again."
-    )
+    PODS_GONE = "pods-gone", "Its pods were stopped (preempted, evicted, node lost); it waits for new ones."
     HOST_RESOURCES = "host-resources", "Nodes with enough free GPUs lack the CPU cores or RAM it needs."
     TIER = "tier", "Only spot nodes have room, and production inference never runs on spot."
     NO_FREE_GPUS = "no-free-gpus", "Not enough free whole GPUs on any node it may use."

@@ -15,11 +15,12 @@ from .jobs import (
     NativePod,
     Placement,
     PriorityClass,
+    run_id,
 )
 from .telemetry import GpuSample, MigSample
 
 __all__ = [
     "JOB_KINDS", "JOB_STATUSES", "PLACEMENT_UNITS", "ActionRequest", "CapacityTier", "Gpu", "GpuSample",
     "Job", "JobEvent", "MigInstance", "MigSample", "NativePod", "NetworkSwitch", "Node", "Placement",
-    "PriorityClass", "decimal_fraction",
+    "PriorityClass", "decimal_fraction", "run_id",
 ]

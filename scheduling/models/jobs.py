@@ -3,6 +3,7 @@ events and the actions the workers carry out."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
@@ -29,6 +30,17 @@ class PriorityClass(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+def run_id(started_at: datetime) -> int:
+    """The id of a job's run that started at `started_at`: its start in microseconds since the
+    epoch. The keys of a run's actions, its pods' and Service's names end in it, and a run's binds
+    are found by it. The start second did not tell runs apart: a native job evicted, rejoined and
+    placed again within the second of its first bind had its new bind refused as a duplicate key."""
+    return (started_at - _EPOCH) // timedelta(microseconds=1)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 JOB_STATUSES = ["pending", "running", "checkpointing", "preempted", "completed", "failed", "cancelled"]
@@ -158,6 +170,12 @@ class Job(models.Model):
     def pod_namespace(self) -> str:
         return self.namespace or self.team.name
 
+    @property
+    def run(self) -> int:
+        """Its current run's id (run_id); only for a job that has started."""
+        assert self.started_at is not None, "a job that never started has no run"
+        return run_id(self.started_at)
+
 
 class Placement(models.Model):
     """One GPU (or MIG instance, or share of a GPU) held by a job from start until end."""
@@ -235,8 +253,9 @@ class NativePod(models.Model):
     )
     taken_at = models.DateTimeField()
     vacant = models.BooleanField(default=False, help_text=(
-        "Its pod was stopped by a preemption and the job waits, requeued, for the pod its controller "
-        "makes again (same owner, group or name), which takes this place: same job, same saved progress."))
+        "Its pod was stopped (a preemption, an eviction, a lost node) and the job waits, requeued, for the "
+        "pod its controller makes again (same owner, group or name), which takes this place: same job, "
+        "same saved progress."))
 
     class Meta:
         ordering = ["job", "name"]

@@ -6,7 +6,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from billing.models import UsageInterval
-from scheduling.models import ActionRequest, Job, Placement
+from scheduling.models import ActionRequest, Job, Placement, run_id
 from scheduling.services import placement_start
 from tests.billing.factories import World, make_world
 
@@ -26,7 +26,7 @@ def placed(world: World, *, command: str = "python train.py", ago_s: int = 60,
     job = Job.objects.get(pk=world.jobs[0].pk)
     placement = Placement.objects.create(job=job, gpu=world.whole, started_at=started)
     placement_start(placement=placement)
-    attempt = int(started.timestamp())
+    attempt = run_id(started)
     bind = ActionRequest.objects.create(
         key=f"bind:{job.pk}:0:{attempt}", kind="bind", job=job, node=world.node,
         payload={"job_id": job.pk, "member": 0, "node": world.node.name, "placements": [placement.pk],

@@ -12,7 +12,7 @@ from django.utils import timezone
 from agents import actions
 from agents.backends import BindRequest, Outcome, PreemptRequest
 from agents.backends import k8s_manifests as m
-from scheduling.models import ActionRequest, Job, Placement
+from scheduling.models import ActionRequest, Job, Placement, run_id
 from scheduling.services import placement_start
 from tests.agents.k8s_schema import assert_valid
 from tests.billing.factories import make_world
@@ -109,7 +109,7 @@ def bound(db, backend, kube):
     job = Job.objects.get(pk=world.jobs[0].pk)
     placement = Placement.objects.create(job=job, gpu=world.whole, started_at=started)
     placement_start(placement=placement)
-    attempt = int(started.timestamp())
+    attempt = run_id(started)
     pod = f"{world.team.name}-{job.pk}-{attempt}-0"
     bind = ActionRequest.objects.create(
         key=f"bind:{job.pk}:0:{attempt}", kind="bind", job=job, node=world.node,

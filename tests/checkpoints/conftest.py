@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from checkpoints.services import token_issue
-from scheduling.models import ActionRequest, Job, Placement
+from scheduling.models import ActionRequest, Job, Placement, run_id
 from scheduling.services import placement_start
 from tests.billing.factories import make_world
 
@@ -27,7 +27,7 @@ def _running(name: str) -> Running:
     Job.objects.filter(pk=job.pk).update(status="running", started_at=started, checkpoint_interval_s=600)
     placement_start(placement=Placement.objects.create(job=job, gpu=world.whole, started_at=started))
     pod = f"{world.team.name}-{job.pk}-0"
-    token = token_issue(job=job, pod_name=pod, pod_key=f"bind:{job.pk}:0:{int(started.timestamp())}", at=started)
+    token = token_issue(job=job, pod_name=pod, pod_key=f"bind:{job.pk}:0:{run_id(started)}", at=started)
     interval = ActionRequest.objects.create(key=f"checkpoint:{job.pk}:1", kind="checkpoint", job=job,
                                             payload={"job_id": job.pk})
     job.refresh_from_db()

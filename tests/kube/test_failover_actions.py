@@ -46,7 +46,7 @@ def preempt(job: Job) -> ActionRequest:
     """The preemption as the cycle writes it (scheduling/services.py keys it by the run's start)."""
     job.refresh_from_db()
     payload = PreemptPayload(job_id=job.pk, for_job_id=None, reason=PreemptReason.PREEMPT, notice_deadline=None)
-    return ActionRequest.objects.create(key=f"preempt:{job.pk}:{int(job.started_at.timestamp())}", kind="preempt",
+    return ActionRequest.objects.create(key=f"preempt:{job.pk}:{job.run}", kind="preempt",
                                         job=job, payload=payload.as_payload())
 
 

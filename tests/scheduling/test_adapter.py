@@ -8,11 +8,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from agents.actions import attempt_binds
 from billing.models import UsageInterval
 from scheduling import engine
 from scheduling.apply import apply_plan
 from scheduling.cycle import decide_and_apply
-from scheduling.models import ActionRequest, Gpu, Job, Node, Placement
+from scheduling.models import ActionRequest, Gpu, Job, Node, Placement, run_id
 from scheduling.services import job_release
 from scheduling.snapshot import build_snapshot, member_shape
 from tests.engine.builders import whole
@@ -118,6 +119,26 @@ def test_releasing_a_job_twice_bills_its_intervals_once(demo):
     assert job.status == "preempted"
     intervals = UsageInterval.objects.filter(job=job)
     assert intervals.exists() and all(i.ended_at == at for i in intervals)
+
+
+def test_a_job_placed_again_within_the_second_of_its_last_bind_is_bound_as_a_new_run(demo):
+    """A native job evicted, rejoined and placed again in the second of its first bind had that bind
+    refused as a duplicate key, and the cycle placed nothing (run ids were start seconds)."""
+    job = Job.objects.get(name="detr-finetune")
+    held = Placement.objects.filter(ended_at__isnull=True).values("gpu")
+    free = Gpu.objects.filter(mig_enabled=False).exclude(pk__in=held).first()
+    plan = engine.Plan(policy="test", binds=(engine.Bind(
+        job_id=str(job.pk), team="vision", member=0, node=free.node.name, allocations=(whole(free.index),),
+        borrowed=False),))
+    first = timezone.now().replace(microsecond=100_000)
+    assert apply_plan(plan, now=first).bound_jobs == [job.pk]
+    assert job_release(job_id=job.pk, at=first + timedelta(milliseconds=300), reason="preempted")
+    again = first + timedelta(milliseconds=600)
+    assert apply_plan(plan, now=again).bound_jobs == [job.pk]
+    job.refresh_from_db()
+    binds = attempt_binds(job)
+    assert [b.key for b in binds] == [f"bind:{job.pk}:0:{run_id(again)}"]
+    assert ActionRequest.objects.filter(job=job, kind="bind").count() == 2
 
 
 def test_schedule_once_prints_what_it_did(demo, capsys):

@@ -68,7 +68,7 @@ def test_a_node_that_stops_answering_is_lost_and_its_jobs_requeued(cluster, work
 
 def preempt_action(job, reason="preempt"):
     payload = PreemptPayload(job_id=job.pk, for_job_id=None, reason=PreemptReason(reason), notice_deadline=None)
-    return ActionRequest.objects.create(key=f"preempt:{job.pk}:{int(job.started_at.timestamp())}", kind="preempt",
+    return ActionRequest.objects.create(key=f"preempt:{job.pk}:{job.run}", kind="preempt",
                                         job=job, payload=payload.as_payload())
 
 
