@@ -81,15 +81,21 @@ def confirm_checkpoint(core, job: Job, progress_s: float) -> None:
     assert answer.status_code == 201, answer.content
 
 
-def running_job_of_the_job_controller(core, kube_admin, kube_workers) -> tuple[Job, object]:
-    client.BatchV1Api(kube_admin).create_namespaced_job(MAPPED, job_with_channel("train-llm"))
-    wait_for(lambda: controller_pods(core), what="the Job controller's pod", timeout=30)
+def one_pod_taken_in_placed_and_bound(core, kube_workers) -> Job:
+    """The workers start, take the one pending pod in as a job, place it and see its bind confirmed."""
     kube_workers.start()
     (job_id,) = kube_workers.run(tasks.poll_agents)["native"]["taken"]
     job = Job.objects.get(pk=job_id)
     placed = kube_workers.run(tasks.run_cycle)["placed"]
     assert placed == [job.pk], why_unplaced(core, job, kube_workers)
     wait_for(lambda: bound(job), what="bind confirmed", timeout=30)
+    return job
+
+
+def running_job_of_the_job_controller(core, kube_admin, kube_workers) -> tuple[Job, object]:
+    client.BatchV1Api(kube_admin).create_namespaced_job(MAPPED, job_with_channel("train-llm"))
+    wait_for(lambda: controller_pods(core), what="the Job controller's pod", timeout=30)
+    job = one_pod_taken_in_placed_and_bound(core, kube_workers)
     (first,) = controller_pods(core)
     wait_for(lambda: read_pod(core, MAPPED, first.metadata.name).status.phase == "Running", what="running", timeout=30)
     confirm_checkpoint(core, job, progress_s=240.0)
@@ -169,12 +175,7 @@ def test_a_lost_node_requeues_its_native_job_and_the_controllers_new_pod_rejoins
 
 def test_an_evicted_bare_pod_ends_its_job_as_failed_saying_it_has_no_controller(core, kube_workers):
     core.create_namespaced_pod(MAPPED, pod_body("bare-0", runtime_s=600))
-    kube_workers.start()
-    (job_id,) = kube_workers.run(tasks.poll_agents)["native"]["taken"]
-    job = Job.objects.get(pk=job_id)
-    placed = kube_workers.run(tasks.run_cycle)["placed"]
-    assert placed == [job.pk], why_unplaced(core, job, kube_workers)
-    wait_for(lambda: bound(job), what="bind confirmed", timeout=30)
+    job = one_pod_taken_in_placed_and_bound(core, kube_workers)
     wait_for(lambda: read_pod(core, MAPPED, "bare-0").status.phase == "Running", what="running", timeout=30)
     evict(core, "bare-0")
     assert kube_workers.run(tasks.reconcile)["finished"] == {"evicted": [job.pk]}

@@ -35,7 +35,7 @@ from tessera_checkpoint import Checkpointer
 from tests.kube import test_native_operators, test_native_pods
 from tests.kube.test_checkpoint_sdk import kubelet_writes_annotations
 from tests.kube.test_native_checkpoint import production
-from tests.kube.test_native_operators import MAPPED, ROOT, jobset_child_job, pytorchjob_pods, runs_in_harness
+from tests.kube.test_native_operators import MAPPED, ROOT, play_jobset_controller, pytorchjob_pods, runs_in_harness
 from tests.workers.conftest import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -60,8 +60,9 @@ def live_pods(core, selector: str) -> list:
 
 
 def job_controller_makes_again(core, selector: str):
-    """How a test waits for the real Job controller's new pods: the two live pods of the selector
-    once none of the pods alive now is among them."""
+    """Waits for the real Job controller's two pods of the selector, then returns how a test waits
+    for the ones it makes again: two live pods, none of them among those."""
+    wait_for(lambda: len(live_pods(core, selector)) == 2, what="the Job controller's 2 pods", timeout=60)
     before = {p.metadata.uid for p in live_pods(core, selector)}
 
     def made_again():
@@ -229,11 +230,8 @@ def test_a_jobset_gang_is_preempted_with_a_confirmed_checkpoint_and_its_child_jo
     kube_workers.env["TESSERA_CHECKPOINT_URL"] = f"{live_server.url}/api/v1/checkpoints/"
     jobset = operators("JobSet")
     batch = client.BatchV1Api(kube_admin)
-    for replicated in jobset["spec"]["replicatedJobs"]:  # the JobSet controller's part
-        for index in range(replicated["replicas"]):
-            batch.create_namespaced_job(MAPPED, jobset_child_job(jobset, replicated, index))
+    play_jobset_controller(batch, jobset)
     selector = "jobset.sigs.k8s.io/jobset-name=ddp-js"
-    wait_for(lambda: len(live_pods(native, selector)) == 2, what="the Job controller's 2 pods", timeout=60)
     made_again = job_controller_makes_again(native, selector)
 
     job = preempted_with_a_checkpoint_and_rejoined(
@@ -308,7 +306,6 @@ def test_an_indexed_job_gang_with_a_podgroup_is_preempted_with_a_confirmed_check
     batch = client.BatchV1Api(kube_admin)
     batch.create_namespaced_job(MAPPED, job_body)
     selector = "job-name=ddp"
-    wait_for(lambda: len(live_pods(native, selector)) == 2, what="the Job controller's 2 pods", timeout=60)
     made_again = job_controller_makes_again(native, selector)
 
     job = preempted_with_a_checkpoint_and_rejoined(

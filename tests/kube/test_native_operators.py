@@ -111,6 +111,13 @@ def jobset_child_job(jobset: dict, replicated: dict, index: int) -> dict:
     }
 
 
+def play_jobset_controller(batch, jobset: dict) -> None:
+    """The JobSet controller's part: a child Job per replica of each replicated job."""
+    for replicated in jobset["spec"]["replicatedJobs"]:
+        for index in range(replicated["replicas"]):
+            batch.create_namespaced_job(MAPPED, jobset_child_job(jobset, replicated, index))
+
+
 def pytorchjob_pods(ptj: dict) -> list[dict]:
     """What the training operator (kubeflow/training-operator v1.9) makes: a pod per replica,
     <job>-<type>-<index>, controlled by the PyTorchJob, labelled with its name and replica type and
@@ -202,9 +209,7 @@ def test_a_jobset_is_one_gang_named_after_it_and_a_portal_cancel_deletes_the_job
 ):
     jobset = operators("JobSet")
     batch = client.BatchV1Api(kube_admin)
-    for replicated in jobset["spec"]["replicatedJobs"]:  # the JobSet controller's part
-        for index in range(replicated["replicas"]):
-            batch.create_namespaced_job(MAPPED, jobset_child_job(jobset, replicated, index))
+    play_jobset_controller(batch, jobset)
     selector = "jobset.sigs.k8s.io/jobset-name=ddp-js"
     wait_for(
         lambda: len(native.list_namespaced_pod(MAPPED, label_selector=selector).items) == 2,
