@@ -48,6 +48,13 @@ def sign_in(page, user: str, password: str | None = None) -> None:
     page.wait_for_url(lambda url: "/accounts/login/" not in url)
 
 
+def follow(page, link: str) -> None:
+    """Click a link and wait for the page it opens to load: a bare click returns once the click is
+    sent, and reading the page at once can read a half-parsed one (a table with no rows yet)."""
+    with page.expect_navigation():
+        page.click(link)
+
+
 @pytest.fixture
 def page(live_server):
     """A blank page at desktop width on the live server."""

@@ -5,7 +5,7 @@ import pytest
 
 from scheduling.defaults import defaults_ensure
 from scheduling.models import CapacityTier, PriorityClass
-from tests.browser import shoot, sign_in
+from tests.browser import follow, shoot, sign_in
 from tests.ui.test_history import history  # noqa: F401 (finished jobs of both teams)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -20,7 +20,7 @@ def _defaults(transactional_db):
 def test_a_member_finds_a_failed_job_in_the_history(page, history):  # noqa: F811
     sign_in(page, "bob", "bob-test-pass")
 
-    page.click("nav.topnav >> text=Jobs")
+    follow(page, "nav.topnav >> text=Jobs")
     page.wait_for_selector("#job-history")
     listed = page.locator("#job-history tbody").inner_text()
     assert "alpha-completed" in listed and "alpha-cancelled" in listed and "bravo-secret" not in listed

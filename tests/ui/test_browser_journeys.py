@@ -8,6 +8,7 @@ import pytest
 
 from scheduling.cycle import decide_and_apply
 from scheduling.models import Job
+from tests.browser import follow
 from tests.ui.test_browser_portal import WHEN
 from ui.demo_workload import demo_workload_load
 
@@ -17,7 +18,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def test_a_team_member_submits_finds_and_cancels_their_job(open_page):
     page = open_page("bob")
     assert page.url.endswith("/teams/search/")
-    page.click("nav >> text=Submit job")
+    follow(page, "nav >> text=Submit job")
     assert page.locator("#id_priority_class").input_value() == "best-effort"
     assert "production" not in page.locator("#id_priority_class").inner_text()  # lead-only class
     page.fill("#id_name", "bob-embeddings")
@@ -47,9 +48,9 @@ def test_a_team_lead_reads_the_queue_and_the_spend(open_page):
     waiting = Job.objects.filter(team__name="search", status="pending")
     assert waiting.count() >= 2 and all(job.name in queue for job in waiting)
     assert all(job.pending_reason for job in waiting)
-    page.click("nav >> text=Priorities")
+    follow(page, "nav >> text=Priorities")
     assert page.locator("#priorities tbody tr").count() == waiting.count()
-    page.click("nav >> text=Team spend")
+    follow(page, "nav >> text=Team spend")
     assert "search" in page.locator("h1").inner_text()
     assert not re.search(r"\d\.000\b", page.locator("main").inner_text())
     page.goto("/cluster/")
@@ -60,7 +61,7 @@ def test_a_team_lead_reads_the_queue_and_the_spend(open_page):
 def test_finance_reads_the_month_exports_it_and_sees_no_job(open_page):
     page = open_page("fiona")
     assert page.locator("h1").inner_text().startswith("Welcome")  # no team: the list of teams
-    page.click("nav >> text=Chargeback")
+    follow(page, "nav >> text=Chargeback")
     assert "Idle-cost policy" in page.locator("#idle-policy").inner_text()
     assert page.request.get("/billing/export.csv").status == 200
     page.goto("/billing/procurement/")
@@ -75,7 +76,7 @@ def test_finance_reads_the_month_exports_it_and_sees_no_job(open_page):
 def test_a_platform_engineer_checks_quotas_and_the_cluster(open_page):
     page = open_page("admin")
     assert page.locator("h1").inner_text().startswith("Welcome")
-    page.click("nav >> text=Admin")
+    follow(page, "nav >> text=Admin")
     page.goto("/admin/portal/team/")
     row = page.locator("#result_list tr:has(a:text-is('search'))").inner_text()
     assert "16" in row and "16.000" not in row

@@ -4,6 +4,7 @@ embedded demo's path (tasks eager, so the what-if runs on a thread and the page 
 
 import pytest
 
+from tests.browser import follow
 from ui.demo_workload import demo_workload_load
 from whatif.models import WhatIfRun
 
@@ -15,7 +16,7 @@ def test_a_platform_engineer_asks_what_two_more_h100_nodes_would_do(open_page, s
     settings.CELERY_TASK_ALWAYS_EAGER = True
     page = open_page("admin")
     demo_workload_load()  # make demo's busy cluster: a queue from the start
-    page.click("nav >> text=What-if")
+    follow(page, "nav >> text=What-if")
     assert page.locator("h1").inner_text() == "What-if"
     page.click("#whatif-form button[type=submit]")  # nothing changed yet
     assert "Change something" in page.locator("#whatif-form").inner_text()
