@@ -44,6 +44,9 @@ class Features:
     mig: bool = False            # sub-GPU jobs go to MIG instances
     sharing: bool = False        # sub-GPU jobs may take a replica where a node's device plugin shares
     #                              (MPS, time-slicing: engine/sharing.py, the same rules for every policy)
+    replica_or_whole: bool = False  # without MIG or sharing, a sub-GPU job asks one nvidia.com/gpu: a
+    #                                 replica where a node's device plugin shares (renameByDefault:
+    #                                 false advertises replicas under that name), else a whole GPU
     memory_aware: bool = False   # a job only goes where its memory need fits
     production_shares: bool = True  # production inference with no free slice shares a whole-mode
     #                                 GPU rather than taking a whole one (needs gang and sharing)

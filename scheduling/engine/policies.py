@@ -78,22 +78,34 @@ register(Policy(
 register(Policy(
     name="k8s-default",
     features=Features(packing="spread", priority_preemption=True, memory_aware=True, min_runtime_s=0.0,
-                      nominate=True),
+                      nominate=True, replica_or_whole=True, share_packing="spread"),
     actions=("allocate", "preempt"),
     doc="""Kubernetes as shipped, configured as a production GPU cluster is.
     Models: kube-scheduler's NodeResourcesFit LeastAllocated scoring (spread); the NVIDIA device
-    plugin's integer nvidia.com/gpu (a sub-GPU pod takes a whole GPU); PriorityClasses with
+    plugin's integer nvidia.com/gpu, a sub-GPU pod asking one (replica_or_whole): on a node whose
+    plugin shares (MPS or time-slicing, the GPU Operator's per-node config) with
+    renameByDefault: false, the node advertises GPUs x replicas nvidia.com/gpu and a pod asking
+    1 gets one replica (NVIDIA/k8s-device-plugin README, "Shared Access to GPUs": "the plugin
+    would now advertise 80 nvidia.com/gpu resources ... instead of 8"; failRequestsGreaterThanOne
+    fails a shared request above 1, so a replica is one pod's), so it takes a replica there
+    (preferred node affinity on GFD's nvidia.com/gpu.sharing-strategy label: replica first, the
+    emptiest GPU, share_packing spread), else a whole GPU on a plain node; the same replica rules
+    as every policy (engine/sharing.py: an MPS replica only for a need within its pinned
+    1/replicas of memory, a time-sliced one only for pods that accept no isolation); a whole-GPU
+    pod keeps off sharing nodes (required affinity on that label: a replica is not a GPU);
+    PriorityClasses with
     DefaultPreemption (a pending pod stops lower-priority pods of any namespace on the node
     where the fewest, lowest go; it waits for their graceful termination, then binds); the
     preemptor's nominatedNodeName (nominate: what its victims free is held for it against its
     class and below until it binds; engine/nominations.py); node
     affinity on GPU Feature Discovery's memory label (memory_aware); one ResourceQuota per team
-    namespace at the team's burst limit, counting every non-terminal pod, pending ones too, with
+    namespace at the team's burst limit, counting every non-terminal pod, pending ones too (a
+    replica counts 1 nvidia.com/gpu, as a whole GPU does), with
     serving in a namespace of its own (the simulator's backend, simulator/run/policies.py).
     Leaves out: gangs (a job's pods are placed one by one and may hold GPUs while others wait),
-    MIG and sharing, topology-aware placement, PodDisruptionBudgets (none in the workload), the
-    scheduler's percentageOfNodesToScore sampling (it scores every node), and nomination of
-    sub-GPU requests.""",
+    MIG, topology-aware placement, PodDisruptionBudgets (none in the workload), the
+    scheduler's percentageOfNodesToScore sampling (it scores every node), and preemption and
+    nomination for sub-GPU requests on sharing nodes (they preempt for whole GPUs only).""",
 ))
 
 KUEUE = register(Policy(

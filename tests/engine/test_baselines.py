@@ -1,7 +1,7 @@
 """The fair baselines of `simulate run` (engine/policies.py), each pinned by the behaviour that
 defines the real system it models."""
 
-from scheduling.engine import schedule
+from scheduling.engine import Allocation, schedule
 from tests.engine.builders import NOW, inference, job, node, running, snap
 
 
@@ -39,6 +39,54 @@ def test_k8s_default_takes_whole_gpus_and_places_gang_members_one_by_one():
     assert [a.milli for a in plan.binds[0].allocations] == [1000]
     plan = schedule(snap([node("a"), node("b")], [job("g", gpus=8, gang_size=3)]), "k8s-default")
     assert len(plan.binds) == 2  # two of three pods hold GPUs; the third waits
+
+
+# The device plugin sharing with renameByDefault: false advertises GPUs x replicas nvidia.com/gpu,
+# so a sub-GPU pod asking one gets a replica; whole-GPU pods keep off sharing nodes (policies.py).
+L4 = dict(model="L4", interconnect="pcie")
+
+
+def test_k8s_default_sub_gpu_pod_takes_one_mps_replica_before_a_whole_gpu():
+    nodes = [node("plain", gpus=1, **L4), node("mps", gpus=2, sharing="mps", replicas=4, **L4)]
+    plan = schedule(snap(nodes, [inference("inf", 5)]), "k8s-default")
+    [bind] = plan.binds
+    assert bind.node == "mps" and [a.milli for a in bind.allocations] == [250]  # a quarter, its replica
+
+
+def test_k8s_default_spreads_replicas_and_takes_a_whole_gpu_once_they_are_all_held():
+    nodes = [node("plain", gpus=1, **L4), node("mps", gpus=2, sharing="mps", replicas=2, **L4)]
+    plan = schedule(snap(nodes, [inference(f"i{k}", 5, queue_order=k) for k in range(6)]), "k8s-default")
+    where = {b.job_id: (b.node, b.allocations[0].gpu_index, b.allocations[0].milli) for b in plan.binds}
+    assert sorted(v for v in where.values() if v[0] == "mps") == [("mps", 0, 500), ("mps", 0, 500),
+                                                                  ("mps", 1, 500), ("mps", 1, 500)]
+    assert [v for v in where.values() if v[0] == "plain"] == [("plain", 0, 1000)]
+    assert len(plan.binds) == 5  # the sixth waits: no replica and no whole GPU left
+    # The first two go to different GPUs (the emptiest GPU first).
+    assert where["i0"][1] != where["i1"][1]
+
+
+def test_k8s_default_replica_rules_are_every_policys():
+    # 24 GB / 4 replicas = 6 GB pinned: a 7 GB need takes a whole GPU; a time-sliced replica only
+    # for a pod that accepts no isolation; a whole-GPU pod never lands on a sharing node.
+    mps = [node("plain", gpus=1, **L4), node("mps", gpus=1, sharing="mps", replicas=4, **L4)]
+    assert schedule(snap(mps, [inference("big", 7)]), "k8s-default").binds[0].node == "plain"
+    ts = [node("plain", gpus=1, **L4), node("ts", gpus=1, sharing="time-slicing", replicas=4, **L4)]
+    assert schedule(snap(ts, [inference("nb", 4)]), "k8s-default").binds[0].node == "plain"
+    plan = schedule(snap(ts, [inference("nb", 4, accepts_no_isolation=True)]), "k8s-default")
+    assert plan.binds[0].node == "ts" and plan.binds[0].allocations[0].milli < 1000
+    plan = schedule(snap([node("mps", gpus=8, sharing="mps", replicas=4)], [job("train", gpus=1)]), "k8s-default")
+    assert plan.binds == ()
+
+
+def test_k8s_default_preempts_a_replica_for_a_sub_gpu_pod_but_never_for_a_whole_gpu_one():
+    share = Allocation(gpu_index=0, milli=500, memory_gb=4.0, mig_profile=None, mig_start=None)
+    runs = [running(inference(f"b{i}", 4, team="other", cls="best-effort"), "mps", allocations=[share])
+            for i in range(2)]
+    nodes = [node("mps", gpus=1, sharing="mps", replicas=2, **L4)]
+    plan = schedule(snap(nodes, [inference("serve", 5, team="search")], runs), "k8s-default")
+    assert [p.for_job_id for p in plan.preemptions] == ["serve"]  # one replica frees, one is enough
+    plan = schedule(snap(nodes, [job("train", gpus=1, cls="production")], runs), "k8s-default")
+    assert plan.preemptions == ()  # stopping both frees a GPU the plugin still offers as replicas only
 
 
 # --- kueue ------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from ..nominations import nominate as hold_for
 from ..placement import allowed_models, as_whole
+from ..placement.slices import some_replica_holds
 from ..plan import Preempt
 from ..reasons import PreemptReason, WaitingReason
 from .common import fair_ratio, min_units, ordered, refused, request_shape, within_guarantee
@@ -280,7 +281,14 @@ def victims_by_node(session: Session, job: Job, pool: list[Member]) -> dict[str,
     if not as_whole(session, job):
         return by_node
     need = per_node_gpus(session, job)
-    return {n: v for n, v in by_node.items() if freeable_gpus(session.nodes[n], v) >= need}
+    if not session.features.replica_or_whole:
+        return {n: v for n, v in by_node.items() if freeable_gpus(session.nodes[n], v) >= need}
+    # replica_or_whole (features.py): a node whose device plugin shares offers no whole GPU, so
+    # stopping pods there helps only a sub-GPU job one of its replicas could hold.
+    fractional = job.fractional
+    return {n: v for n, v in by_node.items()
+            if ((node := session.nodes[n]).offers_whole and freeable_gpus(node, v) >= need)
+            or (fractional and node.offers_shares and some_replica_holds(session, job, node.model, node.tier))}
 
 
 def victims_on(session: Session, job: Job, ordered_victims: list[str]) -> list[str] | None:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..sharing import replica_key
 from ..state import NodeState
 from ..statement import Statement
 from ..types import Job
 from . import scored
 from .common import Models, SlotFinder, allowed_models, as_whole, model_memory, search_order
-from .slices import find_share, find_slice
+from .slices import find_share, find_slice, replica_possible
 from .whole import _allocate_on, _single_node, host_capacity, multi_node_group, whole_candidates
 
 if TYPE_CHECKING:
@@ -50,6 +51,8 @@ def place_job(session: Session, job: Job, stmt: Statement) -> bool:
             if _place_with(session, job, models, stmt, find_share):
                 return True
             stmt.discard()
+    elif session.features.replica_or_whole and job.fractional and _place_replica(session, job, models, stmt):
+        return True  # one nvidia.com/gpu: a replica where a node's device plugin shares, else a whole GPU
     count = job.gpus or 1
     if session.features.gang and session.features.topology and job.gang_size > 1:
         return _place_gang_topology(session, job, models, stmt)
@@ -86,6 +89,22 @@ def _place_host_only(session: Session, job: Job, stmt: Statement) -> bool:
     for member in range(job.gang_size):
         stmt.allocate(job, member, best[1], ())
     return True
+
+
+def _place_replica(session: Session, job: Job, models: Models, stmt: Statement) -> bool:
+    """A replica_or_whole policy's sub-GPU job on device-plugin replicas (features.py). Whether some
+    replica could hold it at all is fixed for the cycle and asked once per kind of request:
+    preemption probes the job on every candidate node."""
+    key = ("any", models, *replica_key(job))
+    possible = session.replica_fits.get(key)
+    if possible is None:
+        possible = session.replica_fits[key] = replica_possible(session, job, models)
+    if not possible:
+        return False
+    if _place_with(session, job, models, stmt, find_share):
+        return True
+    stmt.discard()
+    return False
 
 
 def _place_slices(session: Session, job: Job, models: Models, stmt: Statement) -> bool:

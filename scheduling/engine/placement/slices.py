@@ -60,8 +60,9 @@ def _mig_or_share_model(session: Session, job: Job, model: str, tier: str, shari
 
 def find_share(session: Session, job: Job, models: Models) -> Slot | None:
     """(node, allocation) sharing any whole-mode GPU, MIG-capable ones included, or None: where
-    production inference goes when no MIG slice is free, rather than onto a whole GPU."""
-    if not session.features.sharing:
+    production inference goes when no MIG slice is free, rather than onto a whole GPU, and where
+    a replica_or_whole policy's sub-GPU job goes before a whole GPU."""
+    if not (session.features.sharing or session.features.replica_or_whole):
         return None
     for tier, model in search_order(session, job, models):
         hit = _share_slot(session, job, [model], tier)
@@ -179,7 +180,7 @@ def _fitting_shares(session: Session, job: Job, model: str, tier: str, memory_gb
     milli = share_milli(job.gpu_memory_gb, memory_gb, job.gpu_milli)
     if not buckets or milli is None:
         return
-    if not _some_replica_holds(session, job, model, tier):  # the node's device plugin must offer it
+    if not some_replica_holds(session, job, model, tier):  # the node's device plugin must offer it
         return
     # An MPS replica may hold a little less than `milli` (1000 // 3 = 333 where 8 GB of 24 GB rounds
     # up to 340), never a whole step less: share_fits checks each GPU's room exactly.
@@ -206,7 +207,7 @@ def _share_allocation(session: Session, job: Job, gpu: GpuState) -> Slot:
                                 mig_profile=None, mig_start=None)
 
 
-def _some_replica_holds(session: Session, job: Job, model: str, tier: str) -> bool:
+def some_replica_holds(session: Session, job: Job, model: str, tier: str) -> bool:
     """Some GPU of this model and tier has replicas that could hold the share, once per cycle and
     kind of share: where none can (an MPS replica smaller than the need, time-slicing the job
     does not accept), scanning every sharable GPU for each waiting job found nothing, at a
@@ -218,3 +219,8 @@ def _some_replica_holds(session: Session, job: Job, model: str, tier: str) -> bo
             replica_holds(gpu, job) for node in session.nodes.values()
             if node.model == model and node.tier == tier and node.offers_shares for gpu in node.gpus)
     return holds
+
+
+def replica_possible(session: Session, job: Job, models: Models) -> bool:
+    """Some GPU of these models has replicas that could hold a share of `job` (in any tier)."""
+    return any(some_replica_holds(session, job, model, tier) for tier, model in search_order(session, job, models))

@@ -136,7 +136,7 @@ class Backend:
         self.since = now if self.since is None else self.since
         job.bound[member] = placed
         space = self.namespace(job)
-        self.team_units[space] = self.team_units.get(space, 0.0) + units
+        self.team_units[space] = self.team_units.get(space, 0.0) + self.quota_units(placed)
         job.engine_jobs = None
         return placed
 
@@ -157,7 +157,7 @@ class Backend:
             self.gpu_units[key] -= allocation_units(self.infos[placed.node].group, alloc)
             residents = self.residents.get(key, {})
             residents.pop((job.spec.job_id, member), None)
-        self.team_units[self.namespace(job)] -= placed.units
+        self.team_units[self.namespace(job)] -= self.quota_units(placed)
         job.engine_jobs = None
         return placed
 
@@ -284,6 +284,12 @@ class Backend:
                 headroom[space] = used + units
             out.extend(pods)
         return out
+
+    def quota_units(self, placed: Member) -> float:
+        """What a bound pod counts for in its namespace's quota: with integer GPUs one
+        nvidia.com/gpu per allocation, a device-plugin replica as much as a whole GPU (pod_units);
+        else the GPU share it holds."""
+        return float(len(placed.allocations)) if self.mode.whole else placed.units
 
     def pod_units(self, pod: Job) -> float:
         if pod.gpus:

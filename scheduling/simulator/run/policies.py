@@ -68,7 +68,8 @@ class Mode:
     mig: bool         # GPUs may start in MIG mode
     quota: bool       # the engine enforces quotas; else the backend caps teams at burst_limit
     timeslice: bool   # memory-ignorant slots; the backend checks memory (OOM)
-    whole: bool       # integer GPUs: a sub-GPU pod takes (and counts as) a whole GPU
+    whole: bool       # integer GPUs: a sub-GPU pod asks one nvidia.com/gpu (a whole GPU, or a replica
+    #                   where the node's device plugin shares) and counts as one in its quota
     mig_static: bool  # MIG GPUs start with a fixed layout (STATIC_MIG) and keep it
     serving_apart: bool  # production serving is outside its team's namespace quota
 
