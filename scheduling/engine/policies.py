@@ -85,9 +85,10 @@ register(Policy(
     plugin's integer nvidia.com/gpu, a sub-GPU pod asking one (replica_or_whole): on a node whose
     plugin shares (MPS or time-slicing, the GPU Operator's per-node config) with
     renameByDefault: false, the node advertises GPUs x replicas nvidia.com/gpu and a pod asking
-    1 gets one replica (NVIDIA/k8s-device-plugin README, "Shared Access to GPUs": "the plugin
-    would now advertise 80 nvidia.com/gpu resources ... instead of 8"; failRequestsGreaterThanOne
-    fails a shared request above 1, so a replica is one pod's), so it takes a replica there
+    1 gets one replica (NVIDIA/k8s-device-plugin README, "Shared Access to GPUs": 8 GPUs with 10
+    replicas advertise "80 nvidia.com/gpu resources ... instead of 8", nvidia.com/gpu.shared only
+    with renameByDefault: true; failRequestsGreaterThanOne fails a shared request above 1;
+    docs/reference/gpu-sharing.md and baselines.md), so it takes a replica there
     (preferred node affinity on GFD's nvidia.com/gpu.sharing-strategy label: replica first, the
     emptiest GPU, share_packing spread), else a whole GPU on a plain node; the same replica rules
     as every policy (engine/sharing.py: an MPS replica only for a need within its pinned
@@ -104,8 +105,8 @@ register(Policy(
     serving in a namespace of its own (the simulator's backend, simulator/run/policies.py).
     Leaves out: gangs (a job's pods are placed one by one and may hold GPUs while others wait),
     MIG, topology-aware placement, PodDisruptionBudgets (none in the workload), the
-    scheduler's percentageOfNodesToScore sampling (it scores every node), and preemption and
-    nomination for sub-GPU requests on sharing nodes (they preempt for whole GPUs only).""",
+    scheduler's percentageOfNodesToScore sampling (it scores every node), and nomination of
+    sub-GPU requests (what a preemption frees for one, a replica or a GPU, is not held for it).""",
 ))
 
 KUEUE = register(Policy(
