@@ -8,8 +8,10 @@ The rule, per GPU (or the free part of a MIG or shared one):
    member in the node's idle GPUs, a sub-GPU member in the GPU's free share). Its reason says
    why it did not take the GPU (quota, topology, MIG layout ...).
 3. Otherwise, what the waiting jobs lack, best first: a job that would fit but for its GPU-model
-   constraint, or but for its tier rule; a job of the right model and tier too big for the hole
-   (nothing fits); else nothing waits that may use it.
+   constraint, or but for its tier rule; a sub-GPU job that would fit but for the GPU's device
+   plugin (a sharing node whose replicas do not take it, or a GPU that can neither be carved
+   into MIG slices nor shared: no-sharing); a job of the right model and tier too big for the
+   hole (nothing fits); else nothing waits that may use it.
 Attributing each GPU once keeps the causes summing to the idle capacity (simulate run's
 `idle_by_cause`). Computed only when asked (`schedule(..., idle_causes=True)`): the live cycle
 does not pay for it.
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from .placement import allowed_models, as_whole
 from .reasons import IdleCause, WaitingReason
+from .sharing import replica_holds
 from .tiers import tier_order
 
 if TYPE_CHECKING:
@@ -54,6 +57,7 @@ class Hole(NamedTuple):
     whole_mode: int  # of those, in whole mode
     mig_busy: int  # GPUs on its node in MIG mode running some slice (no whole job can use them)
     share: float  # its free share
+    plugin: tuple[object, ...]  # what decides whether a sub-GPU job may use it (_sub_gpu_takes)
 
 
 NODE_STATE = {"draining": IdleCause.NODE_DRAINING, "reconfiguring": IdleCause.MIG_RECONFIGURING}
@@ -89,10 +93,11 @@ def idle_causes(session: Session, pending: dict[str, PendingInfo]) -> dict[GpuKe
                     sum(not g.mig_enabled for g in empty),
                     sum(g.mig_enabled and not g.idle for g in node.gpus),
                     round(free_units(gpu), 4),
+                    _plugin(node, gpu),
                 )
                 key = (node.model, node.tier, hole)
                 if key not in seen:
-                    seen[key] = _by_jobs(session, node, hole, waiting)
+                    seen[key] = _by_jobs(session, node, gpu, hole, waiting)
                 cause = seen[key]
             out[gpu.key] = cause
     return out
@@ -111,23 +116,39 @@ def _held(session: Session, node: NodeState, gpu: GpuState) -> IdleCause | None:
     return None
 
 
-def _by_jobs(session: Session, node: NodeState, hole: Hole, waiting: list[tuple[Job, WaitingReason]]) -> IdleCause:
-    """Steps 2 and 3 of the rule for a hole on this node's model and tier."""
+def _plugin(node: NodeState, gpu: GpuState) -> tuple[object, ...]:
+    """The facts _sub_gpu_takes reads: a GPU in MIG mode takes slices; a whole-mode one on a
+    sharing node takes the shares its replicas hold; else only a MIG-capable one, once carved."""
+    if gpu.mig_enabled:
+        return ("mig",)
+    if node.offers_shares:
+        return ("share", node.node.sharing, node.node.share_replicas, gpu.memory_gb)
+    return ("whole", gpu.geometry is not None)
+
+
+def _by_jobs(session: Session, node: NodeState, gpu: GpuState, hole: Hole,
+             waiting: list[tuple[Job, WaitingReason]]) -> IdleCause:
+    """Steps 2 and 3 of the rule for a hole on this node's model and tier (`gpu`: one GPU of
+    the hole, for what its device plugin takes)."""
     fallback = IdleCause.NOTHING_WAITING
     rank = {
         IdleCause.NOTHING_WAITING: 0,
         IdleCause.NOTHING_FITS: 1,
         IdleCause.MIG_LAYOUT: 2,
-        IdleCause.TIER: 3,
-        IdleCause.GPU_MODEL: 4,
+        IdleCause.NO_SHARING: 3,
+        IdleCause.TIER: 4,
+        IdleCause.GPU_MODEL: 5,
     }
     for job, reason in waiting:
         fits, whole_mode_only = _fits(session, job, hole)
         model_ok = node.model in allowed_models(session, job)
         tier_ok = node.tier in tier_order(job, session.features.tiers)
-        if model_ok and tier_ok and fits:
+        plugin_ok = as_whole(session, job) or _sub_gpu_takes(session, node, gpu, job)
+        if model_ok and tier_ok and fits and plugin_ok:
             return _from_reason(session, job, reason, whole_mode_only)
-        if fits and tier_ok and job.gpu_models:
+        if fits and model_ok and tier_ok:
+            candidate = IdleCause.NO_SHARING
+        elif fits and tier_ok and job.gpu_models:
             candidate = IdleCause.GPU_MODEL
         elif fits and model_ok:
             candidate = IdleCause.TIER
@@ -147,6 +168,22 @@ def _fits(session: Session, job: Job, hole: Hole) -> tuple[bool, bool]:
     from .actions.common import min_units
 
     return hole.share >= min_units(session, job) / job.gang_size - 1e-9, False
+
+
+def _sub_gpu_takes(session: Session, node: NodeState, gpu: GpuState, job: Job) -> bool:
+    """A member of this sub-GPU job could run in the hole as the node's device plugin stands: a
+    slice of a GPU in MIG mode, a share where the node's replicas hold it, or a slice carved from
+    a MIG-capable whole GPU. A GPU on a sharing node is never carved (whole_free), so a slice job
+    that its replicas do not take (an MPS replica smaller than its memory need, time-slicing it
+    does not accept) waits for no MIG layout there."""
+    kind = _plugin(node, gpu)
+    if kind[0] == "mig":
+        return session.features.mig
+    if kind[0] == "share":
+        features = session.features
+        return (features.sharing and not job.mig_profile and replica_holds(gpu, job)
+                and (job.production or not features.share_production_only))
+    return session.features.mig and bool(kind[1])
 
 
 def _fits_without_mig(session: Session, job: Job, hole: Hole) -> bool:

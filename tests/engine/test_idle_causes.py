@@ -2,7 +2,7 @@
 free capacity, by the highest-priority waiting job that could use it."""
 
 from scheduling.engine import schedule
-from tests.engine.builders import NOW, job, node, running, snap
+from tests.engine.builders import NOW, inference, job, node, running, snap
 
 
 def busy(node_name, gpus, ends_in=90_000, team="x"):
@@ -96,3 +96,16 @@ def test_free_gpus_no_reservation_holds_are_not_reserved():
     assert {idle[("n1", i)] for i in (6, 7)} == {"reserved"}
     assert {idle[("n3", i)] for i in range(4, 8)} == {"mig-layout"}
     assert {idle[("n4", i)] for i in range(8)} == {"nothing-fits"}
+
+
+
+def test_a_sharing_node_whose_replicas_refuse_the_slice_job_is_no_sharing():
+    # A 30 GB inference job waits for a slice. n1's MPS replicas (80/4 = 20 GB) are too small
+    # for it and a sharing node is never carved into MIG slices, so its idle GPUs wait for no
+    # MIG layout; n2's whole, MIG-capable GPUs beside training that a stop would set back could
+    # be carved once n2 stops losing nothing: those are the MIG layout's.
+    nodes = [node("n1", sharing="mps", replicas=4), node("n2")]
+    plan, idle = causes(snap(nodes, [inference("infer", 30.0, cls="interactive")], busy("n2", range(4))))
+    assert plan.pending["infer"].reason == "no-slice"
+    assert {idle[("n1", i)] for i in range(8)} == {"no-sharing"}
+    assert {idle[("n2", i)] for i in range(4, 8)} == {"mig-layout"}
