@@ -72,6 +72,21 @@ def gpu_items(tasks: list[Request], forced: int = 0) -> Counter[Item]:
     return items
 
 
+def prefix_items(tasks: list[Request], ends: list[int], forced: int = 0) -> dict[int, Counter[Item]]:
+    """gpu_items(tasks[:k], forced) for each k in ends (ascending), in one pass."""
+    out: dict[int, Counter[Item]] = {}
+    items: Counter[Item] = Counter()
+    done = 0
+    for k in ends:
+        for i in range(done, k):
+            t = tasks[i]
+            if t.num_gpu:
+                items[(t.gpu_milli, i < forced)] += t.num_gpu
+        done = k
+        out[k] = Counter(items)
+    return out
+
+
 def sizes_of(items: Counter[Item]) -> Counter[int]:
     out: Counter[int] = Counter()
     for (s, _), k in items.items():
@@ -156,10 +171,11 @@ def seed_bounds(nodes, trace, seed: int, forced_until: float, lp_only: bool = Fa
     out: dict = {"seed": seed, "events": len(prefix_at)}
     for label, forced in (("lp", 0), ("lp_forced", n_forced))[:1 if lp_only else 2]:
         pool: set = set()
-        duals = [lp_duals(gpu_items(seq[:k], forced), n_gpus, pool) for k in picks]
+        prefix = prefix_items(seq, prefix_at, forced)
+        duals = [lp_duals(prefix[k], n_gpus, pool) for k in picks]
         alloc = []
         for k in prefix_at:
-            items = gpu_items(seq[:k], forced)
+            items = prefix[k]
             placed = sum(s * c for (s, _), c in items.items())
             used = min([float(placed)] + [dual_bound(items, n_gpus, lam) for lam in duals])
             alloc.append(round(100 * used / cap, 2))
@@ -167,8 +183,9 @@ def seed_bounds(nodes, trace, seed: int, forced_until: float, lp_only: bool = Fa
     if lp_only:
         return out
     pair_alloc = []
+    prefix = prefix_items(seq, prefix_at)
     for k in prefix_at:
-        sizes = sizes_of(gpu_items(seq[:k]))
+        sizes = sizes_of(prefix[k])
         placed = sum(s * c for s, c in sizes.items())
         pair_alloc.append(round(100 * (cap - pairing_bound(sizes, cap, placed)) / cap, 2))
     out["pairing"] = 100 - round(bin_events(pct, pair_alloc)[100], 2)

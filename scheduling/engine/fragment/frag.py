@@ -6,6 +6,7 @@ it: F_n(M) = sum_m p_m * F_n(m), with F_n(m) the free milli that task shape m ca
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable
 from typing import NamedTuple
@@ -62,10 +63,21 @@ def shape_frag(model: str, cpu_left: int, gpus: tuple[int, ...], shape: TypicalS
 
 def node_frag(model: str, cpu_left: int, gpus: tuple[int, ...],
               shapes: Iterable[TypicalShape]) -> float:
-    """F_n(M), the node's expected fragmentation in milli-GPUs."""
+    """F_n(M), the node's expected fragmentation in milli-GPUs: sum over shapes of p *
+    shape_frag, inlined (the fill experiment asks it for every new node state), same sum order."""
     if not gpus or gpus[0] == 0:
         return 0.0
-    return sum(s.p * shape_frag(model, cpu_left, gpus, s) for s in shapes)
+    idle = sum(gpus)
+    n_gpus = len(gpus)
+    total = 0.0
+    for s in shapes:
+        milli, num = s.gpu_milli, s.num_gpu
+        if (milli and (s.spec is None or model in s.spec) and cpu_left >= s.cpu
+                and (num == 0 or (n_gpus >= num and gpus[num - 1] >= milli))):
+            total += s.p * sum(g for g in gpus if g < milli)  # Q3: only the too-small GPUs
+        else:
+            total += s.p * idle
+    return total
 
 
 class FragModel:
@@ -77,13 +89,16 @@ class FragModel:
     def __init__(self, shapes: list[TypicalShape]):
         self.shapes = shapes
         self._cache: dict[tuple, float] = {}
+        # CPU left counts only through which shapes' CPU it covers: nodes whose CPU left covers
+        # the same shapes share a cache entry (the frag of the first one asked, equal for all).
+        self._cpus = sorted({s.cpu for s in shapes})
 
     @classmethod
     def from_tasks(cls, tasks: Iterable[Request]) -> FragModel:
         return cls(typical_shapes(tasks))
 
     def frag(self, model: str, cpu_left: int, gpus: tuple[int, ...]) -> float:
-        key = (model, cpu_left, gpus)
+        key = (model, bisect_right(self._cpus, cpu_left), gpus)
         value = self._cache.get(key)
         if value is None:
             value = self._cache[key] = node_frag(model, cpu_left, gpus, self.shapes)

@@ -161,9 +161,13 @@ def scorer(session: Session, bound: Binding, request: Request) -> Callable[[Node
     binding stands."""
     memo = session.scores.setdefault(request, {})
     policy, fm = bound
+    views = session.views
 
     def score(node: NodeState) -> Any:
-        _, view, number = _cached_view(session, node)
+        cached = views.get(node.name)  # _cached_view's hit path inlined: asked for every candidate
+        if cached is None or cached[0] != node.version:
+            cached = _cached_view(session, node)
+        _, view, number = cached
         value = memo.get(number, memo)  # the memo doubles as the "missing" sentinel
         if value is memo:
             value = memo[number] = policy.score(view, request, fm)
@@ -172,20 +176,16 @@ def scorer(session: Session, bound: Binding, request: Request) -> Callable[[Node
     return score
 
 
-def pick_share(session: Session, bound: Binding, job: Job, gpus: list[GpuState]) -> GpuState:
-    """Of the GPUs a share may take (at least one, all with room for it), the one on the
-    best-scoring node, and on that node the GPU whose free milli the scorer picks."""
-    nodes: dict[str, list[GpuState]] = {}
-    limit = candidate_limit(session)
-    for gpu in gpus:
-        if gpu.node.name in nodes or len(nodes) < limit:
-            nodes.setdefault(gpu.node.name, []).append(gpu)
+def pick_share(session: Session, bound: Binding, job: Job, firsts: list[GpuState]) -> tuple[GpuState, int | None]:
+    """Of the candidate nodes for a share, each given by its first GPU with room (at least one,
+    in index order), the best-scoring one's, and the free milli of the GPU the scorer picks on
+    it (None when the request is not a share: any GPU with room)."""
     memory = model_memory(session)
     # per model: a share's milli depends on the GPU's memory
     requests: dict[str, tuple[Request, Callable[[NodeState], Any]]] = {}
-    best: tuple[Any, list[GpuState], Request] | None = None
-    for on_node in nodes.values():  # dict order keeps the index order among equal scores
-        node = on_node[0].node
+    best: tuple[Any, GpuState, Request] | None = None
+    for gpu in firsts:  # index order among equal scores
+        node = gpu.node
         entry = requests.get(node.model)
         if entry is None:
             milli = share_milli(job.gpu_memory_gb, memory[node.model], job.gpu_milli) or MILLI
@@ -193,13 +193,10 @@ def pick_share(session: Session, bound: Binding, job: Job, gpus: list[GpuState])
             entry = requests[node.model] = (request, scorer(session, bound, request))
         request, score = entry
         key = score(node)
-        if best is None or better(session, key, node, best[0], best[1][0].node):
-            best = (key, on_node, request)
+        if best is None or better(session, key, node, best[0], best[1].node):
+            best = (key, gpu, request)
     assert best is not None
-    _, options, request = best
+    _, first, request = best
     if not request.is_share:
-        return options[0]
-    wanted = bound.policy.share_pick(node_view(session, options[0].node), request, bound.fm, None)
-    exact = [g for g in options if _free_milli(g) == wanted]
-    # The scorer sees every GPU of the node; one it picks may lack the memory: then the fullest.
-    return exact[0] if exact else min(options, key=_free_milli)
+        return first, None
+    return first, bound.policy.share_pick(node_view(session, first.node), request, bound.fm, None)

@@ -3,13 +3,14 @@ a non-MIG GPU."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from typing import TYPE_CHECKING
 
+from ..fragment.shapes import MILLI
 from ..memory import SHARE_STEP_MILLI, share_milli, smallest_profile
 from ..mig import MigGeometry, MigProfile, geometry_for, masks_allowing, start_choices
 from ..sharing import held_milli, replica_holds, replica_key, share_fits
-from ..state import GpuState, Shape
+from ..state import GpuKey, GpuState, Shape
 from ..types import Allocation, Job
 from . import scored
 from .common import Models, Slot, model_memory, search_order
@@ -161,22 +162,51 @@ def _share_slot(session: Session, job: Job, models: list[str], tier: str) -> Slo
     or with a placement scorer the one it prefers among all of them."""
     memory = model_memory(session)
     bound = scored.binding(session)
-    options: list[GpuState] = []
-    for model in models:
-        fitting = _fitting_shares(session, job, model, tier, memory[model])
-        if bound is None:
-            gpu = next(fitting, None)
+    if bound is None:
+        for model in models:
+            gpu = next(_fitting_shares(session, job, model, tier, memory[model]), None)
             if gpu is not None:
                 return _share_allocation(session, job, gpu)
-        else:  # every fitting GPU, in index order, for the scorer to choose from
-            options.extend(fitting)
-    if not options or bound is None:
         return None
-    return _share_allocation(session, job, scored.pick_share(session, bound, job, options))
+    # The candidate nodes, in index order, each by its first GPU with room (the first
+    # candidate_limit of them): the scorer picks a node, then a GPU on it (_gpu_on). Only a
+    # node's first GPU is looked for, as a scorer scoring every node would otherwise check
+    # every sharable GPU of the cluster for each share it places.
+    firsts: dict[str, GpuState] = {}
+    limit = scored.candidate_limit(session)
+    for model in models:
+        for gpu in _fitting_shares(session, job, model, tier, memory[model], firsts):
+            if len(firsts) >= limit:
+                break
+            firsts[gpu.node.name] = gpu
+    if not firsts:
+        return None
+    first, wanted = scored.pick_share(session, bound, job, list(firsts.values()))
+    return _share_allocation(session, job, _gpu_on(session, job, tier, memory, first, wanted))
 
 
-def _fitting_shares(session: Session, job: Job, model: str, tier: str, memory_gb: float) -> Iterator[GpuState]:
-    buckets = session.share.get((model, tier))
+def _gpu_on(session: Session, job: Job, tier: str, memory: dict[str, float], first: GpuState,
+            wanted: int | None) -> GpuState:
+    """On the chosen node (given by its first GPU with room), the first GPU with room, in index
+    order, whose free milli is `wanted` (None: the first); when none has (the GPU the scorer
+    sees may lack the memory or a replica), the fullest with room."""
+    if wanted is None:
+        return first
+    node, model = first.node, first.node.model
+    bucket = session.share[(model, tier)].get(wanted, {})
+    for gpu in _fitting_shares(session, job, model, tier, memory[model], only={wanted: bucket}):
+        if gpu.node is node:
+            return gpu
+    options = [g for g in _fitting_shares(session, job, model, tier, memory[model]) if g.node is node]
+    return min(options, key=lambda g: MILLI - g.milli_used)
+
+
+def _fitting_shares(session: Session, job: Job, model: str, tier: str, memory_gb: float,
+                    skip: Container[str] = (), only: dict[int, dict[GpuKey, GpuState]] | None = None
+                    ) -> Iterator[GpuState]:
+    """The GPUs of (model, tier) a share of `job` fits on, in index order, but those of the
+    nodes in `skip`; `only`: these buckets of the share index instead of all."""
+    buckets = only if only is not None else session.share.get((model, tier))
     milli = share_milli(job.gpu_memory_gb, memory_gb, job.gpu_milli)
     if not buckets or milli is None:
         return
@@ -187,10 +217,12 @@ def _fitting_shares(session: Session, job: Job, model: str, tier: str, memory_gb
     keys = sorted((k for k, v in buckets.items() if k >= milli - SHARE_STEP_MILLI and v),
                   reverse=session.features.share_packing != "binpack")
     need = job.gpu_memory_gb - 1e-9
-    host: dict[str, bool] = {}  # fits_host per node: a scorer asks for every GPU with room
+    host: dict[str, bool] = {}  # fits_host per node: a node has several GPUs
     for key in keys:
         for gpu in buckets[key].values():
             node = gpu.node
+            if node.name in skip:
+                continue
             fits = host.get(node.name)
             if fits is None:
                 fits = host[node.name] = node.fits_host(job)
