@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from ..fragment.shapes import MILLI
 from ..memory import SHARE_STEP_MILLI, share_milli, smallest_profile
 from ..mig import MigGeometry, MigProfile, geometry_for, masks_allowing, start_choices
-from ..sharing import held_milli, replica_holds, replica_key, share_fits
+from ..sharing import held_milli, replica_holds, replica_key
 from ..state import GpuKey, GpuState, Shape
 from ..types import Allocation, Job
 from . import scored
@@ -201,6 +201,9 @@ def _gpu_on(session: Session, job: Job, tier: str, memory: dict[str, float], fir
     return min(options, key=lambda g: MILLI - g.milli_used)
 
 
+_UNSEEN = (-1, -1)  # _fitting_shares: a node not looked at yet
+
+
 def _fitting_shares(session: Session, job: Job, model: str, tier: str, memory_gb: float,
                     skip: Container[str] = (), only: dict[int, dict[GpuKey, GpuState]] | None = None
                     ) -> Iterator[GpuState]:
@@ -213,20 +216,32 @@ def _fitting_shares(session: Session, job: Job, model: str, tier: str, memory_gb
     if not some_replica_holds(session, job, model, tier):  # the node's device plugin must offer it
         return
     # An MPS replica may hold a little less than `milli` (1000 // 3 = 333 where 8 GB of 24 GB rounds
-    # up to 340), never a whole step less: share_fits checks each GPU's room exactly.
+    # up to 340), never a whole step less: each GPU's room is checked exactly (sharing.share_fits).
     keys = sorted((k for k, v in buckets.items() if k >= milli - SHARE_STEP_MILLI and v),
                   reverse=session.features.share_packing != "binpack")
     need = job.gpu_memory_gb - 1e-9
-    host: dict[str, bool] = {}  # fits_host per node: a node has several GPUs
+    # share_fits inlined, with what it reads of a node worked out once per node: None when the
+    # node's host cannot take the job, else (the milli the share holds there, its replicas).
+    rooms: dict[str, tuple[int, int] | None] = {}
+    holds: dict[tuple[str, int, float], bool] = {}  # replica_holds by what it reads of a GPU
     for key in keys:
         for gpu in buckets[key].values():
             node = gpu.node
-            if node.name in skip:
+            name = node.name
+            if name in skip:
                 continue
-            fits = host.get(node.name)
-            if fits is None:
-                fits = host[node.name] = node.fits_host(job)
-            if fits and gpu.memory_gb - gpu.mem_used >= need and share_fits(gpu, job, milli):
+            room = rooms.get(name, _UNSEEN)
+            if room is _UNSEEN:
+                room = rooms[name] = ((held_milli(node, milli), node.node.share_replicas)
+                                      if node.fits_host(job) else None)
+            if (room is None or gpu.memory_gb - gpu.mem_used < need or len(gpu.shares) >= room[1]
+                    or room[0] > MILLI - gpu.milli_used):
+                continue
+            what = (node.node.sharing, room[1], gpu.memory_gb)
+            ok = holds.get(what)
+            if ok is None:
+                ok = holds[what] = replica_holds(gpu, job)
+            if ok:
                 yield gpu
 
 
