@@ -47,6 +47,8 @@ class Features:
     replica_or_whole: bool = False  # without MIG or sharing, a sub-GPU job asks one nvidia.com/gpu: a
     #                                 replica where a node's device plugin shares (renameByDefault:
     #                                 false advertises replicas under that name), else a whole GPU
+    replica_counts_one: bool = False  # the engine's quota counts a replica as one GPU, as a quota on
+    #                                   nvidia.com/gpu requests does (Kueue's ClusterQueue), not its share
     memory_aware: bool = False   # a job only goes where its memory need fits
     production_shares: bool = True  # production inference with no free slice shares a whole-mode
     #                                 GPU rather than taking a whole one (needs gang and sharing)

@@ -112,7 +112,7 @@ register(Policy(
 KUEUE = register(Policy(
     name="kueue",
     features=Features(gang=True, quota=True, packing="spread", memory_aware=True, min_runtime_s=0.0,
-                      nominate=True),
+                      nominate=True, replica_or_whole=True, share_packing="spread", replica_counts_one=True),
     actions=("allocate", "reclaim", "preempt"),
     doc="""Kueue over kube-scheduler, configured for sharing GPUs between teams.
     Models: one ClusterQueue per team in one cohort, nominalQuota = the team's guarantee and
@@ -125,18 +125,29 @@ KUEUE = register(Policy(
     production workload preempting lower-priority pods for room, as kube-scheduler's
     DefaultPreemption does; a preemptor's quota held for it while its victims stop (the
     scheduler counts a workload pending preemption in the cohort's cycle usage; here its GPUs
-    are nominated, engine/nominations.py); kube-scheduler LeastAllocated placement (spread),
-    integer GPUs.
+    are nominated, engine/nominations.py); kube-scheduler LeastAllocated placement (spread);
+    the NVIDIA device plugin's integer nvidia.com/gpu, as k8s-default has it (replica_or_whole):
+    a sub-GPU pod asks one, which on a node whose plugin shares (MPS or time-slicing) with
+    renameByDefault: false is one replica (NVIDIA/k8s-device-plugin README, "Shared Access to
+    GPUs": the plugin advertises GPUs x replicas nvidia.com/gpu), taken first, the emptiest GPU
+    (share_packing spread), under the same replica rules as every policy (engine/sharing.py),
+    else a whole GPU on a plain node; a whole-GPU pod keeps off sharing nodes; the
+    ClusterQueue counts the pod's request, so a replica is 1 nvidia.com/gpu against
+    nominalQuota and borrowingLimit, as a whole GPU is (replica_counts_one: the engine's quota
+    counts it 1, not its share of the GPU).
     Leaves out: admission by quota alone before placement (here a workload is admitted only
     where its pods fit, as waitForPodsReady with requeueing converges to, without the
     timeouts), Topology Aware Scheduling and fair sharing (opt-in), ResourceFlavors beyond the
-    GPU model constraint, and Kueue's serving integration (serving sits in its team's queue).""",
+    GPU model constraint, Kueue's serving integration (serving sits in its team's queue), and
+    nomination of sub-GPU requests, as k8s-default (what a preemption frees for one, a replica
+    or a GPU, is not held for it).""",
 ))
 
 register(Policy(
     name="kueue-mig",
     features=replace(KUEUE.features, mig=True, mig_static=True, sharing=True,
-                     share_production_only=True, share_packing="binpack"),
+                     share_production_only=True, share_packing="binpack",
+                     replica_or_whole=False, replica_counts_one=False),
     actions=KUEUE.actions,
     doc="""kueue plus static MIG and memory-bounded sharing for serving.
     Models: the GPUs the scenario puts in MIG mode carry mig-parted's all-balanced layout

@@ -189,6 +189,7 @@ class Session:
         node = self.nodes[member.node]
         gpus = node.gpus
         units = 0.0
+        replica_one = self.features.replica_counts_one
         for alloc in member.allocations:
             i = alloc.gpu_index
             gpu = gpus[i] if i < len(gpus) and gpus[i].index == i else self.gpu(node.name, i)
@@ -199,7 +200,8 @@ class Session:
                 units += 1.0
             else:
                 self._take(gpu, member, alloc)
-                units += gpu.units(alloc)
+                # replica_counts_one (features.py): a device-plugin replica is one nvidia.com/gpu
+                units += 1.0 if replica_one and alloc.mig_profile is None else gpu.units(alloc)
             if reindex:
                 self.reindex_gpu(gpu)
         member.units = units

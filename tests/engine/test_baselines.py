@@ -115,6 +115,37 @@ def test_kueue_admits_a_workload_whole_or_not_at_all():
     assert len(plan.binds) == 3
 
 
+# Kueue over the same device plugin: a sub-GPU pod asks one nvidia.com/gpu, a replica where a node
+# shares, and its ClusterQueue counts the request, 1 GPU per replica (policies.py).
+
+def test_kueue_sub_gpu_pod_takes_one_mps_replica_before_a_whole_gpu():
+    nodes = [node("plain", gpus=1, **L4), node("mps", gpus=2, sharing="mps", replicas=4, **L4)]
+    plan = schedule(snap(nodes, [inference("inf", 5)], queues=[("web", 4)]), "kueue")
+    [bind] = plan.binds
+    assert bind.node == "mps" and [a.milli for a in bind.allocations] == [250]
+    plan = schedule(snap(nodes, [job("train", gpus=1, team="web")], queues=[("web", 4)]), "kueue")
+    assert [b.node for b in plan.binds] == ["plain"]  # a whole-GPU pod keeps off the sharing node
+
+
+def test_kueue_counts_a_replica_as_one_gpu_of_the_cluster_queue():
+    # One GPU of four replicas: replicas for all three, but nominalQuota 2 admits two of them.
+    nodes = [node("mps", gpus=1, sharing="mps", replicas=4, **L4)]
+    pending = [inference(f"i{k}", 5, queue_order=k) for k in range(3)]
+    plan = schedule(snap(nodes, pending, queues=[("web", 2, 2)]), "kueue")
+    assert len(plan.binds) == 2 and all(b.allocations[0].milli == 250 for b in plan.binds)
+    share = Allocation(gpu_index=0, milli=250, memory_gb=5.0, mig_profile=None, mig_start=None)
+    runs = [running(inference("r", 5), "mps", allocations=[share])]
+    plan = schedule(snap(nodes, pending, runs, queues=[("web", 2, 2)]), "kueue")
+    assert len(plan.binds) == 1  # the running replica holds 1 of the 2, not a quarter
+
+
+def test_kueue_mig_keeps_sub_gpu_pods_off_plain_replicas():
+    # kueue-mig's serving takes nvidia.com/gpu.shared; the kueue row's replica_or_whole is not its.
+    from scheduling.engine.policies import get_policy
+    features, _ = get_policy("kueue-mig").build()
+    assert not features.replica_or_whole and not features.replica_counts_one
+
+
 # --- kueue-mig --------------------------------------------------------------------------------
 
 BALANCED = [("3g.40gb", 4, None), ("2g.20gb", 0, None), ("1g.10gb", 2, None), ("1g.10gb", 3, None)]

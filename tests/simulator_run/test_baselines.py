@@ -105,7 +105,7 @@ def test_without_nomination_the_fast_victim_is_preempted_twice(tmp_path, monkeyp
     assert result["preemptions"] > 2  # 480 when written: each victim restarts while the other stops
 
 
-@pytest.mark.parametrize("policy", ["volcano", "binpack", "tessera"])
+@pytest.mark.parametrize("policy", ["volcano", "binpack", "tessera", "k8s-default", "kueue"])
 def test_a_sub_gpu_job_no_replica_or_slice_could_hold_asks_for_a_whole_gpu(tmp_path, policy):
     # MPS with 4 replicas pins 20 GB each; the plain nodes cannot do MIG. A 30 GB notebook fits no
     # share or slice anywhere, so (as its user would, once refused) it takes a whole GPU; a 10 GB one
@@ -133,6 +133,19 @@ def test_k8s_default_notebooks_take_mps_replicas_each_counting_one_gpu_of_the_qu
             for i in range(3)]
     spec, jobs = load(tmp_path, doc, rows + [job("end", submit=3 * HOUR, gpus=0, mem=5)])
     sim = Simulation(spec, jobs, "k8s-default", seed=1)
+    sim.run()
+    starts = sorted(sim.jobs[f"nb{i}"].first_start for i in range(3))
+    assert starts[0] == starts[1] == 0 and starts[2] >= HOUR  # the third waits for the quota
+
+
+def test_kueue_notebooks_take_mps_replicas_each_counting_one_gpu_of_the_cluster_queue(tmp_path):
+    # As k8s-default's, but the engine's quota admits: the ClusterQueue counts 1 nvidia.com/gpu a replica.
+    team = {"name": "ml", "business_unit": "labs", "guaranteed_gpus": 2, "burst_limit_gpus": 2, "weight": 1.0}
+    doc = cluster_doc(groups=[group("mps-", gpu_sharing="mps", gpu_replicas=4)], teams=[team])
+    rows = [job(f"nb{i}", duration=HOUR, gpus=0, mem=9, kind="interactive", priority="interactive")
+            for i in range(3)]
+    spec, jobs = load(tmp_path, doc, rows + [job("end", submit=3 * HOUR, gpus=0, mem=5)])
+    sim = Simulation(spec, jobs, "kueue", seed=1)
     sim.run()
     starts = sorted(sim.jobs[f"nb{i}"].first_start for i in range(3))
     assert starts[0] == starts[1] == 0 and starts[2] >= HOUR  # the third waits for the quota
