@@ -71,6 +71,9 @@ class Features:
     # --- limits: how much work an action may do per cycle, and its thresholds ---------------------
     preempt_attempts: int = 24           # waiting jobs reclaim/preempt look for victims for
     min_runtime_s: float = 900.0         # a job (re)started this recently is stopped only for production
+    patient_stop_s: float = 0.0          # a job not production that has waited less than this since it was
+    #                                      submitted stops no victims losing more than `patient_max_lost_s`
+    patient_max_lost_s: float = 57_600.0  # ... GPU-seconds of unsaved work together; it waits (evict.py)
     backfill_attempts: int = 64          # jobs backfill tries on reserved GPUs
     max_reservations: int = 8            # blocked jobs holding reservations at once
     layout_min_age_s: float = 600.0      # repartition hysteresis: a layout younger than this stays

@@ -48,7 +48,8 @@ TESSERA = register(Policy(
     name="tessera",
     features=Features(gang=True, quota=True, fairshare=True, fair_history=True, team_order=True,
                       reserve=True, topology=True, tiers=True, mig=True, sharing=True, memory_aware=True,
-                      packing="binpack", victim_order="lost-work", production_wins=True),
+                      packing="binpack", victim_order="lost-work", production_wins=True,
+                      patient_stop_s=3600.0),
 ))
 
 # tessera plus consolidation (actions/consolidate.py): moves checkpointing jobs into gaps so a

@@ -10,7 +10,8 @@ so at a serving peak beyond the serving teams' guarantees nothing else frees roo
 Borrowed victims still come first (victim_key). A job that (re)started less than
 `min_runtime_s` ago is stopped only for production. The preemptor is not placed in this cycle:
 it waits until the backend confirms the release. A gang that needs several nodes chooses victims
-over the k cheapest nodes together (gang_victims.py).
+over the k cheapest nodes together (gang_victims.py). With `patient_stop_s` (tessera) a job not
+production waits a while rather than stop victims that would lose much unsaved work.
 """
 
 from __future__ import annotations
@@ -117,10 +118,24 @@ def _evict_for(session: Session, eligible: Eligible, reason: PreemptReason, need
         attempts -= 1
         victims = (_most_over_first(session, job, pool) if need_guarantee
                    else _victims_under_reservations(session, job, pool))
-        if victims:
-            nominate(session, job, victims, reason)
-        else:
+        if not victims:
             failed.add(key)
+        elif not _waits_instead(session, job, victims):
+            nominate(session, job, victims, reason)
+
+
+def _waits_instead(session: Session, job: Job, victims: list[str]) -> bool:
+    """Whether `job` waits rather than stop these victims: a job not production that has waited
+    less than `patient_stop_s` stops no set losing more than `patient_max_lost_s` GPU-seconds of
+    unsaved work (a job that never checkpoints loses all it ran); it is asked again each cycle,
+    when the victims may have ended or saved, or cheaper ones appeared. Tuning split (issue 18,
+    README): 16 GPU-h within 1 h cut lost work 1,098 -> 948 GPU-h summed, 2 of 20 scenarios
+    changed, both higher in net utilisation (`light` 105 0.465 -> 0.570); 8 GPU-h cut more lost
+    work but stopped more jobs and lowered the worst scenario."""
+    features = session.features
+    return (features.patient_stop_s > 0 and not job.production
+            and session.now - job.submitted_at < features.patient_stop_s
+            and _disruption(session, victims)[1] > features.patient_max_lost_s)
 
 
 def _most_over_first(session: Session, job: Job, pool: list[Member]) -> list[str] | None:
