@@ -52,13 +52,15 @@ def place(session: Session, job: Job, allow_borrow: bool, fair: bool = True) -> 
         return try_place(session, job, allow_borrow, fair)
     own = book.by_holder.get(job.id)
     if own is None:  # book.seen_by(job) without the context manager: this runs for every waiting job
-        book.level(job.priority)
+        if job.priority != book.level_at:  # (level's own first test)
+            book.level(job.priority)
         outcome = try_place(session, job, allow_borrow, fair)
     else:
         with book.seen_by(job):
             outcome = try_place(session, job, allow_borrow, fair)
     if own is not None and outcome == PLACED:
         book.drop(own)
-    if outcome == NO_FIT and session.features.reserve:
+    # reserve_for's first tests: a full book (most of a long queue's passes) takes no one
+    if outcome == NO_FIT and session.features.reserve and len(book.items) < session.features.max_reservations:
         reserve_for(session, job)
     return outcome

@@ -68,14 +68,26 @@ def ordered(session: Session, jobs: Iterable[Job], lending: bool = False) -> Ite
     while heap:
         team = heapq.heappop(heap)[-1]
         line = queues[team]
+        weight = weights[team]
+        # (head's class, team's use) when the team was last found still the least served: with
+        # both unchanged (and the heap, which only changes as the team leaves the loop) so is
+        # the answer, and the entry is not built again (most of a long line in a cycle that
+        # places little: this runs once per job of every pass)
+        last_class, last_use = None, -1.0
         while line:
             yield line.pop()
             if line and heap:
                 # the team's ratio now counts what it was just given (entry penalty); while it
                 # is still the least served it goes on without a trip through the heap (entries
                 # never tie: each names its team), and alone it goes on regardless
-                entry = _entry(session, team, line[-1], by_history, weights[team]) if by_history \
-                    else (-line[-1].priority, 0.0, usage.get(team, 0.0) / weights[team], team)  # inlined
+                if by_history:
+                    entry = _entry(session, team, line[-1], by_history, weight)
+                else:
+                    head_class, use = line[-1].priority, usage.get(team, 0.0)
+                    if head_class == last_class and use == last_use:
+                        continue
+                    entry = (-head_class, 0.0, use / weight, team)  # _entry inlined
+                    last_class, last_use = head_class, use
                 if heap[0] < entry:
                     heapq.heappush(heap, entry)
                     break
@@ -223,17 +235,24 @@ def try_place(session: Session, job: Job, allow_borrow: bool, fair: bool = True)
     to borrow but may not yet), DENIED (burst refused; reason recorded) or NO_FIT. `fair`
     False: only the hard burst limit bounds borrowing (lending what is left idle)."""
     quota = session.features.quota
-    if quota and not within_guarantee(session, job, min_units(session, job)):
-        if not allow_borrow:
-            return OVER_QUOTA
-        # Only the hard limit here: the fair-share test waits until the job is known to fit,
-        # so a job that cannot fit anyway is explained by what it lacks.
-        refusal = burst_refusal(session, job, min_units(session, job), fair=False)
-        if refusal:
-            session.reasons[job.id] = refusal
-            return DENIED
     used_before = session.usage.get(job.team, 0.0)
-    shape = request_shape(session, job)
+    if quota:
+        # within_guarantee(session, job, min_units(session, job)) with the per-job cache read
+        # inline: every waiting job of every pass asks, and most are answered right below
+        mine = session.job_units.get(job.id)
+        units = mine[1] if mine is not None and mine[0] is job else min_units(session, job)
+        if not used_before + units <= session.queue(job.team).guaranteed_gpus + 1e-9:
+            if not allow_borrow:
+                return OVER_QUOTA
+            # Only the hard limit here: the fair-share test waits until the job is known to fit,
+            # so a job that cannot fit anyway is explained by what it lacks.
+            refusal = burst_refusal(session, job, units, fair=False)
+            if refusal:
+                session.reasons[job.id] = refusal
+                return DENIED
+    shape = session.shapes.get(job.id)
+    if shape is None:
+        shape = request_shape(session, job)
     failed = session.no_fit
     if failed.get(shape) == session.releases:
         return NO_FIT  # the same request failed and nothing was freed since
