@@ -347,8 +347,7 @@ def _capacity_reason(session: Session, job: Job) -> Reason:
 
 def explain(session: Session) -> dict[str, PendingInfo]:
     """PendingInfo for every job still waiting, keyed by job id."""
-    waiting = [j for j in session.snapshot.pending if j.id not in session.placed
-               and j.id not in session.members]
+    waiting = session.waiting()  # the same filter, kept since the last action asked
     overall = sorted_jobs(waiting, overall_key)
     team_rank: dict[str, int] = {}
     ahead: dict[str, int] = {}  # jobs of each team counted so far

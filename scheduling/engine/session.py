@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Hashable, Iterable
 from collections.abc import Set as AbstractSet
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from .fair_history import decay
@@ -20,7 +21,6 @@ from .mig import canonical_model
 from .plan import Allocation, Bind, Preempt, Repartition
 from .reasons import PreemptReason, WaitingReason
 from .reservations import Book
-from .sharing import replica_left
 from .state import GpuKey, GpuState, Member, NodeState, Outer, Shape, _mig_units
 from .types import Job, Nomination, Queue, Running, Snapshot
 
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .fragment import Binding, NodeView, Request
 
 _NO_SHAPES: frozenset[Shape] = frozenset()
+_NAME = attrgetter("name")
 RequestShape = int  # the number of what placement depends on (actions.common.request_shape)
 # within quota, then class and work lost (in the policy's victim_order), runtime, id: lowest first
 VictimKey = tuple[int, float, float, float, str]
@@ -105,7 +106,7 @@ class Session:
     # --- building ---------------------------------------------------------------------------
 
     def _load(self, snapshot: Snapshot) -> None:
-        for node in sorted(snapshot.nodes, key=lambda n: n.name):
+        for node in sorted(snapshot.nodes, key=_NAME):
             self.nodes[node.name] = NodeState(node, canonical_model(node.gpu_model))
         self._apply_in_flight_layouts(snapshot)
         self._load_running(snapshot.running)
@@ -157,10 +158,12 @@ class Session:
                     continue
                 inst = gpu.instances.get(alloc.mig_start) if profile is not None and alloc.mig_start is not None \
                     and not gpu.layout_errors else None
-                if inst is not None and profile is not None:  # _take and gpu.units for an existing instance
+                geometry = gpu.geometry  # (a GPU with instances has one)
+                if inst is not None and profile is not None and geometry is not None:
+                    # _take and gpu.units for an existing instance
                     gpu.busy += 1 - (inst[1] is not None)  # set_user
                     inst[1] = job_id
-                    units += _mig_units(gpu.mig_geometry, profile)
+                    units += _mig_units(geometry, profile)
                 else:
                     self._take(gpu, member, alloc)
                     units += gpu.units(alloc)
@@ -344,7 +347,7 @@ class Session:
                 if gpu.busy < len(gpu.instances):
                     shapes = {inst[0].shape for inst in gpu.instances.values() if inst[1] is None}
         elif (usable and gpu.whole_job is None and gpu.milli_used < 1000 and gpu.node.offers_shares
-              and replica_left(gpu)):
+              and len(gpu.shares) < gpu.node.node.share_replicas):  # replica_left(gpu), inlined
             # A GPU whose replicas are all taken holds no more shares, milli left or not: listing
             # it made every share request scan it. It comes back when a share leaves, and it would
             # move then anyway (its free milli changes), so the index order is the same.

@@ -1,7 +1,8 @@
 """The steady cycle's shortcuts (bench/engine_cycle.py, README "Engine cycle at scale") give the
 answers of the plain computations they replace, on the bench's own cluster over a sequence of
 cycles: the release curve, the free units per model, the reservation candidates and the earliest
-GPUs, the per-job caches, and the caches kept between cycles (MIG layout checks)."""
+GPUs, the per-job caches, the caches kept between cycles (MIG layout checks), the running members
+loaded inline, the job order's skipped heap entries and PendingInfo made without its __init__."""
 
 from __future__ import annotations
 
@@ -14,12 +15,15 @@ from bench.engine_cycle import build_snapshot
 from scheduling.engine import nominations, schedule, state
 from scheduling.engine.actions import common, reserve
 from scheduling.engine.actions.common import min_units
-from scheduling.engine.explain import _gpu_free_units, _model_supply, _release_curve
+from scheduling.engine.explain import _gpu_free_units, _model_supply, _pending_info, _release_curve
 from scheduling.engine.placement import allowed_models, as_whole
+from scheduling.engine.plan import PendingInfo
 from scheduling.engine.policies import get_policy
+from scheduling.engine.reasons import WaitingReason
 from scheduling.engine.replay import apply_plan
 from scheduling.engine.reservations import Reservation
 from scheduling.engine.session import Session
+from scheduling.engine.state import Member
 from scheduling.engine.tiers import tier_order
 
 
@@ -155,3 +159,86 @@ def test_a_full_book_still_fixes_the_fair_shares_before_anything_is_placed(cycle
     fresh = _session(cycles[-1])
     common.deserved(fresh)
     assert session.deserved == fresh.deserved
+
+
+def _plain_load(snapshot) -> Session:
+    """A session loaded with occupy() for every running member, as before _load_running."""
+    original = Session._load_running
+
+    def plain(self, runs):
+        for run in runs:
+            self.occupy(Member(run.job.id, run.job.team, run.job, run.node, run.allocations,
+                               run.borrowed, run.started_at, run.member), reindex=False)
+    Session._load_running = plain
+    try:
+        return _session(snapshot)
+    finally:
+        Session._load_running = original
+
+
+def _gpu_view(gpu):
+    return (gpu.key, gpu.whole_job, {s: (i[0], i[1], i[2]) for s, i in gpu.instances.items()}, gpu.busy,
+            gpu.used_mask, gpu.compute_used, dict(gpu.shares), gpu.milli_used, gpu.mem_used, gpu.healthy,
+            gpu.layout_errors, gpu.mig_key, gpu.share_key, gpu.idle_shapes)
+
+
+def test_loading_running_members_inline_is_occupy_for_each(cycles):
+    """The same GPUs, members, units, use and decayed entry (the same floats), and indexes in
+    the same order."""
+    for snapshot in cycles[1:]:
+        fast, plain = _session(snapshot), _plain_load(snapshot)
+        assert [_gpu_view(g) for n in fast.nodes.values() for g in n.gpus] == \
+            [_gpu_view(g) for n in plain.nodes.values() for g in n.gpus]
+        assert dict(fast.usage) == dict(plain.usage) and dict(fast.entry) == dict(plain.entry)
+        assert fast.occupancy == plain.occupancy
+        assert {j: [(m.node, m.units, m.allocations) for m in ms] for j, ms in fast.members.items()} == \
+            {j: [(m.node, m.units, m.allocations) for m in ms] for j, ms in plain.members.items()}
+        for index in ("whole", "mig", "share"):
+            assert [(o, b, list(d)) for o, by in getattr(fast, index).items() for b, d in by.items()] == \
+                [(o, b, list(d)) for o, by in getattr(plain, index).items() for b, d in by.items()]
+        assert [(k, list(d)) for k, d in fast.idle.items()] == [(k, list(d)) for k, d in plain.idle.items()]
+
+
+def _plain_ordered(session, jobs):
+    """common.ordered without fair history as it was: the heap entry built after every job."""
+    in_team = common.team_key if session.features.team_order else common.overall_key
+    queues: dict = {}
+    for job in sorted(jobs, key=in_team, reverse=True):
+        queues.setdefault(job.team, []).append(job)
+    weights = {team: max(session.queue(team).weight, 1e-9) for team in queues}
+    heap = [(-q[-1].priority, 0.0, session.usage.get(t, 0.0) / weights[t], t) for t, q in queues.items()]
+    heapq.heapify(heap)
+    while heap:
+        team = heapq.heappop(heap)[-1]
+        line = queues[team]
+        while line:
+            yield line.pop()
+            if line and heap:
+                entry = (-line[-1].priority, 0.0, session.usage.get(team, 0.0) / weights[team], team)
+                if heap[0] < entry:
+                    heapq.heappush(heap, entry)
+                    break
+
+
+@pytest.mark.parametrize("every", [0, 1, 7])
+def test_job_order_builds_a_teams_entry_again_only_when_it_could_differ(cycles, every):
+    """The order of the waiting jobs, with a job given units every `every` jobs (a placement)
+    while the order is walked, or none: the same as the plain walk's."""
+    for snapshot in cycles:
+        orders = []
+        for walk in (common.ordered, _plain_ordered):
+            session = _session(snapshot)
+            out = []
+            for i, job in enumerate(walk(session, session.waiting())):
+                out.append(job.id)
+                if every and i % every == 0:
+                    session.usage[job.team] += 1.0
+            orders.append(out)
+        assert orders[0] == orders[1]
+
+
+def test_pending_info_made_without_its_init_is_the_same_object():
+    fast = _pending_info("job-1", WaitingReason.FAIR_SHARE, "text", None, 3, 7)
+    plain = PendingInfo("job-1", WaitingReason.FAIR_SHARE, "text", None, 3, 7)
+    assert fast == plain and repr(fast) == repr(plain) and hash(fast) == hash(plain)
+    assert type(fast) is PendingInfo and vars(fast) == vars(plain)

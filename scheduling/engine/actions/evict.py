@@ -19,6 +19,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable, Mapping
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from ..nominations import nominate as hold_for
@@ -192,7 +193,9 @@ def stoppable_runners(session: Session) -> list[Member]:
         if first.job is None or (first.new if len(members) == 1 else any(m.new for m in members)):
             continue
         firsts.append(first)
-    firsts.sort(key=lambda m: (m.job.priority, m.job_id))  # type: ignore[union-attr]  # a job, above
+    # by (class, job id) in two stable sorts with C key getters (job ids differ: one first each)
+    firsts.sort(key=attrgetter("job_id"))
+    firsts.sort(key=attrgetter("job.priority"))
     session.runners = (session.occupancy, firsts)
     return firsts
 
