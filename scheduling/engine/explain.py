@@ -362,14 +362,17 @@ def explain(session: Session) -> dict[str, PendingInfo]:
     decided, by_holder, shapes = session.reasons, session.book.by_holder, session.shapes
     asked = session.consolidating.union(session.nominated)
     now = session.now
+    models_of: dict[int, Models] = {}  # allowed_models per request shape (it reads only shape fields)
     for position, job in enumerate(overall, start=1):
         job_id = job.id
-        key = allowed_models(session, job)
+        shape = shapes.get(job_id)
+        known = models_of.get(shape) if shape is not None else None
+        key = known if known is not None else allowed_models(session, job)
+        if known is None and shape is not None:
+            models_of[shape] = key
         reason = None
-        if job_id not in decided and job_id not in asked and job_id not in by_holder:
-            shape = shapes.get(job_id)
-            if shape is not None:
-                reason = by_shape.get((shape, job.accepts_no_isolation, job.priority, job.team))
+        if shape is not None and job_id not in decided and job_id not in asked and job_id not in by_holder:
+            reason = by_shape.get((shape, job.accepts_no_isolation, job.priority, job.team))
         code, text = reason if reason is not None else diagnose(session, job, by_shape)
         held = by_holder.get(job_id)
         plan = plans.get(key) or plans.setdefault(key, QueuePlan(session, key))

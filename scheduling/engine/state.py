@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
+from operator import attrgetter
 from typing import Any
 
 from .mig import MigGeometry, MigProfile, geometry_for, layout_errors
@@ -55,23 +56,24 @@ class GpuState:
         self.reserved: str | None = None  # holder of a reservation masking it (reservations.py)
         self.layout_errors: tuple[str, ...] = ()
         if mig_enabled and geometry is not None:  # (mig_enabled says it has one)
-            self.layout_errors = _layout_errors(geometry, tuple((inst.profile, inst.start)
-                                                                for inst in gpu.mig_instances))
-            if self.layout_errors:
+            instances = gpu.mig_instances
+            errors, profiles, self.used_mask, self.compute_used = _layout(geometry,
+                                                                          tuple(map(_NAME_START, instances)))
+            if errors:
                 # One bad row (a typo in the admin, an overlap) must not stop the cycle for every
                 # GPU: this one takes no work and is reported in the plan until its layout is fixed.
+                self.layout_errors = errors
                 self.healthy = False
             else:
-                instances = self.instances
-                mask = compute = busy = 0
-                for inst in gpu.mig_instances:
-                    profile = _profile(geometry, inst.profile)
-                    start, job_id = inst.start, inst.job_id
-                    instances[start] = [profile, job_id, False]  # held even if no running member says so
-                    mask |= profile.mask_at(start)
-                    compute += profile.compute_slices
+                # add_instance and set_user for each, in the layout's order (the masks and slices
+                # come with the layout)
+                mine = self.instances
+                busy = 0
+                for inst, profile in zip(instances, profiles, strict=True):
+                    job_id = inst.job_id
+                    mine[inst.start] = [profile, job_id, False]  # held even if no running member says so
                     busy += job_id is not None
-                self.used_mask, self.compute_used, self.busy = mask, compute, busy
+                self.busy = busy
 
     def add_instance(self, profile: MigProfile, start: int, created: bool = False) -> None:
         self.instances[start] = [profile, None, created]
@@ -141,6 +143,29 @@ _UNITS: dict[tuple[str, str], float] = {}
 _LAYOUT_ERRORS: dict[tuple[str, tuple[tuple[str, int], ...]], tuple[str, ...]] = {}
 _PROFILES: dict[tuple[str, str], MigProfile] = {}
 _CACHE_BOUND = 4096
+
+
+_NAME_START = attrgetter("profile", "start")
+# (errors, each instance's profile, memory-slice mask, compute slices) per (model, layout): what
+# loading a MIG GPU works out from its layout alone (fixed, and a cluster has a handful)
+_LAYOUTS: dict[tuple[str, tuple[tuple[str, int], ...]], tuple[tuple[str, ...], tuple[MigProfile, ...], int, int]] = {}
+
+
+def _layout(geometry: MigGeometry,
+            layout: tuple[tuple[str, int], ...]) -> tuple[tuple[str, ...], tuple[MigProfile, ...], int, int]:
+    key = (geometry.model, layout)
+    known = _LAYOUTS.get(key)
+    if known is None:
+        if len(_LAYOUTS) >= _CACHE_BOUND:
+            _LAYOUTS.clear()
+        errors = _layout_errors(geometry, layout)
+        profiles = () if errors else tuple(_profile(geometry, name) for name, _ in layout)
+        mask = compute = 0
+        for profile, (_, start) in zip(profiles, layout, strict=False):  # add_instance's sums (none if errors)
+            mask |= profile.mask_at(start)
+            compute += profile.compute_slices
+        known = _LAYOUTS[key] = (errors, profiles, mask, compute)
+    return known
 
 
 def _layout_errors(geometry: MigGeometry, layout: tuple[tuple[str, int], ...]) -> tuple[str, ...]:

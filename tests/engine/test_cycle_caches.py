@@ -16,6 +16,7 @@ from scheduling.engine import nominations, schedule, state
 from scheduling.engine.actions import common, reserve
 from scheduling.engine.actions.common import min_units
 from scheduling.engine.explain import _gpu_free_units, _model_supply, _pending_info, _release_curve
+from scheduling.engine.mig import canonical_model
 from scheduling.engine.placement import allowed_models, as_whole
 from scheduling.engine.plan import PendingInfo
 from scheduling.engine.policies import get_policy
@@ -23,7 +24,7 @@ from scheduling.engine.reasons import WaitingReason
 from scheduling.engine.replay import apply_plan
 from scheduling.engine.reservations import Reservation
 from scheduling.engine.session import Session
-from scheduling.engine.state import Member
+from scheduling.engine.state import Member, NodeState
 from scheduling.engine.tiers import tier_order
 
 
@@ -138,11 +139,12 @@ def test_per_job_caches_answer_for_that_job_object_only(cycles):
 
 
 def test_plans_are_the_same_with_caches_kept_between_cycles_or_cleared(cycles):
-    """MIG layout checks and profile names are kept between cycles (state.py): a cycle run with
+    """MIG layout checks, profile names and layouts are kept between cycles (state.py): a cycle run with
     them warm plans what one run cold does, cycle after cycle."""
     for snapshot in cycles:
         state._LAYOUT_ERRORS.clear()
         state._PROFILES.clear()
+        state._LAYOUTS.clear()
         cold = schedule(snapshot, "tessera")
         warm = schedule(snapshot, "tessera")
         assert _without_timings(warm) == _without_timings(cold)
@@ -242,3 +244,25 @@ def test_pending_info_made_without_its_init_is_the_same_object():
     plain = PendingInfo("job-1", WaitingReason.FAIR_SHARE, "text", None, 3, 7)
     assert fast == plain and repr(fast) == repr(plain) and hash(fast) == hash(plain)
     assert type(fast) is PendingInfo and vars(fast) == vars(plain)
+
+
+def test_a_mig_gpus_instances_come_from_its_layout_as_add_instance_would(cycles):
+    """Each instance's profile, user and created flag, the memory-slice mask, the compute slices
+    and the busy count of every MIG GPU, from the layout cache, as the plain adds give them."""
+    checked = 0
+    for snapshot in cycles:
+        for node in snapshot.nodes:
+            for gpu in NodeState(node, canonical_model(node.gpu_model)).gpus:
+                if not gpu.mig_enabled or gpu.layout_errors:
+                    continue
+                expected, mask, compute, busy = {}, 0, 0, 0
+                for inst in gpu.gpu.mig_instances:
+                    profile = gpu.mig_geometry.resolve(inst.profile)
+                    expected[inst.start] = [profile, inst.job_id, False]
+                    mask |= profile.mask_at(inst.start)
+                    compute += profile.compute_slices
+                    busy += inst.job_id is not None
+                assert (gpu.instances, gpu.used_mask, gpu.compute_used, gpu.busy) == (expected, mask, compute, busy)
+                assert list(gpu.instances) == list(expected)
+                checked += 1
+    assert checked
