@@ -19,7 +19,7 @@ from .actions.common import min_units, overall_key, request_shape, sorted_jobs, 
 from .memory import smallest_profile
 from .mig import canonical_model, geometry_for
 from .placement import Models, allowed_models, as_whole, model_memory
-from .plan import PendingInfo
+from .plan import PendingInfo, pending_info
 from .reasons import WaitingReason
 from .sharing import no_sharing_reason
 from .tiers import tier_order
@@ -385,19 +385,6 @@ def explain(session: Session) -> dict[str, PendingInfo]:
             if key and not_before is not None and plan.booked < PLANNED_JOBS else None
         if held is not None:
             eta = held.at
-        infos[job_id] = _pending_info(job_id, code, text, eta, team_rank[job_id], position)
+        infos[job_id] = pending_info(job_id, code, text, eta, team_rank[job_id], position)
     return infos
 
-
-_new = object.__new__
-
-
-def _pending_info(job_id: str, code: WaitingReason, text: str, eta: float | None, team_position: int,
-                  position: int) -> PendingInfo:
-    """PendingInfo(job_id, code, text, eta, team_position, position), the same object, made
-    without the frozen dataclass's __init__ (a guarded setattr per field: 2.2 against 1.2 us,
-    once per waiting job)."""
-    info = _new(PendingInfo)
-    info.__dict__.update(job_id=job_id, reason=code, message=text, eta=eta, team_position=team_position,
-                         overall_position=position)
-    return info

@@ -83,6 +83,19 @@ class PendingInfo:
     overall_position: int
 
 
+_new = object.__new__
+
+
+def pending_info(job_id: str, reason: WaitingReason, message: str, eta: float | None, team_position: int,
+                 overall_position: int) -> PendingInfo:
+    """PendingInfo(...), the same object, made without the frozen dataclass's __init__ (a guarded
+    setattr per field: 2.2 against 1.2 us, and explain makes one per waiting job)."""
+    info = _new(PendingInfo)
+    info.__dict__.update(job_id=job_id, reason=reason, message=message, eta=eta, team_position=team_position,
+                         overall_position=overall_position)
+    return info
+
+
 @dataclass(frozen=True)
 class Plan:
     policy: str

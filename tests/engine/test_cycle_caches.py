@@ -15,10 +15,10 @@ from bench.engine_cycle import build_snapshot
 from scheduling.engine import nominations, schedule, state
 from scheduling.engine.actions import common, reserve
 from scheduling.engine.actions.common import min_units
-from scheduling.engine.explain import _gpu_free_units, _model_supply, _pending_info, _release_curve
+from scheduling.engine.explain import _gpu_free_units, _model_supply, _release_curve
 from scheduling.engine.mig import canonical_model
 from scheduling.engine.placement import allowed_models, as_whole
-from scheduling.engine.plan import PendingInfo
+from scheduling.engine.plan import PendingInfo, pending_info
 from scheduling.engine.policies import get_policy
 from scheduling.engine.reasons import WaitingReason
 from scheduling.engine.replay import apply_plan
@@ -240,7 +240,7 @@ def test_job_order_builds_a_teams_entry_again_only_when_it_could_differ(cycles, 
 
 
 def test_pending_info_made_without_its_init_is_the_same_object():
-    fast = _pending_info("job-1", WaitingReason.FAIR_SHARE, "text", None, 3, 7)
+    fast = pending_info("job-1", WaitingReason.FAIR_SHARE, "text", None, 3, 7)
     plain = PendingInfo("job-1", WaitingReason.FAIR_SHARE, "text", None, 3, 7)
     assert fast == plain and repr(fast) == repr(plain) and hash(fast) == hash(plain)
     assert type(fast) is PendingInfo and vars(fast) == vars(plain)
