@@ -141,6 +141,7 @@ class Session:
         now, half_life = self.now, self.half_life_s
         decays: dict[float, float] = {}
         count = 0
+        replica_one = self.features.replica_counts_one
         for run in runs:
             job = run.job
             job_id, team, started_at = job.id, job.team, run.started_at
@@ -166,7 +167,8 @@ class Session:
                     units += _mig_units(geometry, profile)
                 else:
                     self._take(gpu, member, alloc)
-                    units += gpu.units(alloc)
+                    # replica_counts_one (features.py): a device-plugin replica is one nvidia.com/gpu
+                    units += 1.0 if replica_one and profile is None else gpu.units(alloc)
             member.units = units
             count += 1
             node.free_cpu -= job.cpu_cores

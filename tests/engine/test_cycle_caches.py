@@ -46,8 +46,8 @@ def cycles() -> list:
     return _cycles()
 
 
-def _session(snapshot) -> Session:
-    session = Session(snapshot, get_policy("tessera").features)
+def _session(snapshot, policy: str = "tessera") -> Session:
+    session = Session(snapshot, get_policy(policy).features)
     nominations.load(session)
     return session
 
@@ -163,7 +163,7 @@ def test_a_full_book_still_fixes_the_fair_shares_before_anything_is_placed(cycle
     assert session.deserved == fresh.deserved
 
 
-def _plain_load(snapshot) -> Session:
+def _plain_load(snapshot, policy: str) -> Session:
     """A session loaded with occupy() for every running member, as before _load_running."""
     original = Session._load_running
 
@@ -173,7 +173,7 @@ def _plain_load(snapshot) -> Session:
                                run.borrowed, run.started_at, run.member), reindex=False)
     Session._load_running = plain
     try:
-        return _session(snapshot)
+        return _session(snapshot, policy)
     finally:
         Session._load_running = original
 
@@ -184,11 +184,12 @@ def _gpu_view(gpu):
             gpu.layout_errors, gpu.mig_key, gpu.share_key, gpu.idle_shapes)
 
 
-def test_loading_running_members_inline_is_occupy_for_each(cycles):
+@pytest.mark.parametrize("policy", ["tessera", "kueue"])  # kueue: a replica counts as one GPU
+def test_loading_running_members_inline_is_occupy_for_each(cycles, policy):
     """The same GPUs, members, units, use and decayed entry (the same floats), and indexes in
     the same order."""
     for snapshot in cycles[1:]:
-        fast, plain = _session(snapshot), _plain_load(snapshot)
+        fast, plain = _session(snapshot, policy), _plain_load(snapshot, policy)
         assert [_gpu_view(g) for n in fast.nodes.values() for g in n.gpus] == \
             [_gpu_view(g) for n in plain.nodes.values() for g in n.gpus]
         assert dict(fast.usage) == dict(plain.usage) and dict(fast.entry) == dict(plain.entry)
