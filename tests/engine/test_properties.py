@@ -6,6 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduling.engine import geometry_for, layout_errors, schedule
+from scheduling.engine.policies import get_policy
 from scheduling.engine.replay import apply_plan
 from tests.engine.builders import MEMORY, NOW, job, node, snap
 
@@ -96,7 +97,7 @@ def check_plan(before, plan, policy):
         assert all(members[j] == pending[j].gang_size for j in members)
     if policy == "tessera":
         _check_quota(before, plan)
-        _check_victims(before, plan)
+        _check_victims(before, plan, get_policy(policy).features.production_wins)
 
 
 def _check_quota(before, plan):
@@ -125,8 +126,10 @@ def _units(snapshot, node_name, allocations):
     return total
 
 
-def _check_victims(before, plan):
-    """No preemption of another team's within-quota job for a burst."""
+def _check_victims(before, plan, production_wins):
+    """No preemption of another team's within-quota job for a burst: only production inference
+    takes it, within its own guarantee, or beyond it where the policy lets production win (f7e5444),
+    and then only from a lower class."""
     runs = {r.job.id: r for r in before.running}
     jobs = {j.id: j for j in before.pending}
     usage = defaultdict(float)
@@ -142,6 +145,9 @@ def _check_victims(before, plan):
         if victim.job.team != preemptor.team and not victim.borrowed:
             need = preemptor.total_gpus or 0.0
             assert preemptor.production
+            if production_wins:
+                assert victim.job.priority < preemptor.priority
+                continue
             assert usage[preemptor.team] + need <= guaranteed.get(preemptor.team, 0) + 1e-6 \
                 or preemptor.fractional
 
