@@ -124,28 +124,17 @@ def test_a_sub_gpu_job_no_replica_or_slice_could_hold_asks_for_a_whole_gpu(tmp_p
     assert placed["small"].node.startswith("mps-") and placed["small"].allocations[0].milli < 1000
 
 
-def test_k8s_default_notebooks_take_mps_replicas_each_counting_one_gpu_of_the_quota(tmp_path):
+@pytest.mark.parametrize("policy", ["k8s-default", "kueue"])
+def test_notebooks_take_mps_replicas_each_counting_one_gpu_of_the_quota(tmp_path, policy):
     # The plugin advertises GPUs x replicas nvidia.com/gpu: a sub-GPU pod asking one gets a
-    # replica, and ResourceQuota counts it as 1 nvidia.com/gpu, as it would a whole GPU.
+    # replica, counted as 1 nvidia.com/gpu, as a whole GPU is: by k8s-default's ResourceQuota (the
+    # simulator's backend), by kueue's ClusterQueue (the engine's quota).
     team = {"name": "ml", "business_unit": "labs", "guaranteed_gpus": 2, "burst_limit_gpus": 2, "weight": 1.0}
     doc = cluster_doc(groups=[group("mps-", gpu_sharing="mps", gpu_replicas=4)], teams=[team])
     rows = [job(f"nb{i}", duration=HOUR, gpus=0, mem=9, kind="interactive", priority="interactive")
             for i in range(3)]
     spec, jobs = load(tmp_path, doc, rows + [job("end", submit=3 * HOUR, gpus=0, mem=5)])
-    sim = Simulation(spec, jobs, "k8s-default", seed=1)
-    sim.run()
-    starts = sorted(sim.jobs[f"nb{i}"].first_start for i in range(3))
-    assert starts[0] == starts[1] == 0 and starts[2] >= HOUR  # the third waits for the quota
-
-
-def test_kueue_notebooks_take_mps_replicas_each_counting_one_gpu_of_the_cluster_queue(tmp_path):
-    # As k8s-default's, but the engine's quota admits: the ClusterQueue counts 1 nvidia.com/gpu a replica.
-    team = {"name": "ml", "business_unit": "labs", "guaranteed_gpus": 2, "burst_limit_gpus": 2, "weight": 1.0}
-    doc = cluster_doc(groups=[group("mps-", gpu_sharing="mps", gpu_replicas=4)], teams=[team])
-    rows = [job(f"nb{i}", duration=HOUR, gpus=0, mem=9, kind="interactive", priority="interactive")
-            for i in range(3)]
-    spec, jobs = load(tmp_path, doc, rows + [job("end", submit=3 * HOUR, gpus=0, mem=5)])
-    sim = Simulation(spec, jobs, "kueue", seed=1)
+    sim = Simulation(spec, jobs, policy, seed=1)
     sim.run()
     starts = sorted(sim.jobs[f"nb{i}"].first_start for i in range(3))
     assert starts[0] == starts[1] == 0 and starts[2] >= HOUR  # the third waits for the quota
