@@ -4,8 +4,8 @@ that does not share; a sharing node offers no whole GPU; a GPU takes at most `re
 
 import pytest
 
-from scheduling.engine import schedule
-from tests.engine.builders import binds_by_job, inference, job, node, snap
+from scheduling.engine import Allocation, schedule
+from tests.engine.builders import NOW, binds_by_job, inference, job, node, running, snap
 
 # L4s have no MIG: a sub-GPU job there can only share.
 L4 = dict(model="L4", interconnect="pcie")
@@ -134,3 +134,20 @@ def test_every_sharing_policy_takes_an_mps_replica_and_no_whole_gpu_on_an_mps_no
 def test_a_policy_that_does_not_share_gets_no_whole_gpu_on_a_sharing_node_either():
     plan = place([node("m", gpus=8, sharing="mps", replicas=2)], [job("train", gpus=1)], policy="k8s-default")
     assert "train" not in binds_by_job(plan)
+
+
+@pytest.mark.parametrize("policy", ["tessera", "volcano", "kueue", "k8s-default"])
+def test_a_whole_gpu_preemptor_looks_for_victims_past_sharing_nodes(policy):
+    # 13 MPS nodes hold cheap best-effort shares (ranked first as victims); stopping them frees
+    # no whole GPU (a sharing node offers none), so they must not take the 12 node tries
+    # (evict.py NODE_TRIES) and hide the plain node whose training job production may stop.
+    sharing = [node(f"m{i}", gpus=1, sharing="mps", replicas=4, **L4) for i in range(13)]
+    share = (Allocation(gpu_index=0, milli=250, memory_gb=5.0, mig_profile=None, mig_start=None),)
+    busy = [running(inference(f"nb{i}", 5.0, team="ml", cls="best-effort"), f"m{i}", allocations=share,
+                    started=NOW - 600) for i in range(13)]
+    busy.append(running(job("t", gpus=1), "p", [0], started=NOW - 3600))
+    waiting = job("w", team="web", cls="production", gpus=1, gpu_models=("L4",), submitted_at=NOW - 5)
+    plan = schedule(snap(sharing + [node("p", gpus=1, **L4)], [waiting], busy, queues=[("ml", 0), ("web", 1)]),
+                    policy)
+    assert [p.job_id for p in plan.preemptions] == ["t"]
+    assert plan.pending["w"].reason == "waiting-for-preemption"

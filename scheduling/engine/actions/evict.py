@@ -299,14 +299,14 @@ def victims_by_node(session: Session, job: Job, pool: list[Member]) -> dict[str,
     if not as_whole(session, job):
         return by_node
     need = per_node_gpus(session, job)
-    if not session.features.replica_or_whole:
-        return {n: v for n, v in by_node.items() if freeable_gpus(session.nodes[n], v) >= need}
-    # replica_or_whole (features.py): a node whose device plugin shares offers no whole GPU, so
-    # stopping pods there helps only a sub-GPU job one of its replicas could hold.
-    fractional = job.fractional
+    # A node whose device plugin shares (MPS, time-slicing) offers no whole GPU under any policy
+    # (state.py free_whole), so stopping pods there helps a whole-GPU job never, and only a sub-GPU
+    # job of a replica_or_whole policy (features.py) that one of its replicas could hold. Left in,
+    # such nodes (cheap shares ranked first) could fill all NODE_TRIES and hide the node that frees.
+    replica = session.features.replica_or_whole and job.fractional
     return {n: v for n, v in by_node.items()
             if ((node := session.nodes[n]).offers_whole and freeable_gpus(node, v) >= need)
-            or (fractional and node.offers_shares and some_replica_holds(session, job, node.model, node.tier))}
+            or (replica and node.offers_shares and some_replica_holds(session, job, node.model, node.tier))}
 
 
 def victims_on(session: Session, job: Job, ordered_victims: list[str]) -> list[str] | None:
