@@ -2,7 +2,7 @@
 as beat's ServiceAccount, with the production timings (lease 15 s, renew deadline 10 s, retry
 2 s): only the Lease holder sends the schedule; SIGKILL it and the other sends within the lease
 duration (plus its retry period to notice), and /metrics names the new leader; SIGTERM the new
-leader and it hands the Lease over as it exits, so a third sends within a retry period or two."""
+leader and it hands the Lease over as it exits, so a third sends well before the lease could expire."""
 
 from __future__ import annotations
 
@@ -50,7 +50,10 @@ def test_only_the_leader_beat_sends_and_a_killed_one_is_replaced(control_plane, 
         b.process.send_signal(signal.SIGTERM)
         handover = seconds_until(lambda: c.sent() > 0, timeout=3 * leadership.LEASE_DURATION_S)
         print(f"after the leader's SIGTERM the next beat sent its first cycle {handover:.1f} s later")
-        assert handover <= 2 * leadership.RETRY_PERIOD_S + 1.0
+        # Handed over, not expired: an expiry takes at least the lease less a retry after the stop
+        # (asserted for the SIGKILL above); a wall-clock bound of two retries failed under CI's load
+        # (5.9 s against 5 s on b10c57f).
+        assert handover < leadership.LEASE_DURATION_S - leadership.RETRY_PERIOD_S
     finally:
         a.kill()
         for beat in (b, c):
