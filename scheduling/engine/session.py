@@ -349,7 +349,7 @@ class Session:
                 if gpu.busy < len(gpu.instances):
                     shapes = {inst[0].shape for inst in gpu.instances.values() if inst[1] is None}
         elif (usable and gpu.whole_job is None and gpu.milli_used < 1000 and gpu.node.offers_shares
-              and len(gpu.shares) < gpu.node.node.share_replicas):  # replica_left(gpu), inlined
+              and len(gpu.shares) < gpu.node.node.share_replicas):  # a replica left
             # A GPU whose replicas are all taken holds no more shares, milli left or not: listing
             # it made every share request scan it. It comes back when a share leaves, and it would
             # move then anyway (its free milli changes), so the index order is the same.

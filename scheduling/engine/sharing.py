@@ -56,19 +56,6 @@ def held_milli(node: NodeState, milli: int) -> int:
     return milli
 
 
-def share_fits(gpu: GpuState, job: Job, milli: int) -> bool:
-    """A share of `job` (`milli`: its memory-sized share) may go on this GPU: its node's mode takes
-    it, a replica is left with room for what the share would hold there, and under MPS the
-    replica's pinned memory holds the need and its compute the compute asked for."""
-    return (replica_left(gpu) and held_milli(gpu.node, milli) <= MILLI - gpu.milli_used
-            and replica_holds(gpu, job))
-
-
-def replica_left(gpu: GpuState) -> bool:
-    """The GPU has a replica no share holds (the session's share index lists only such GPUs)."""
-    return len(gpu.shares) < gpu.node.node.share_replicas
-
-
 def replica_holds(gpu: GpuState, job: Job) -> bool:
     """The node's mode takes a share of `job` on this GPU whatever it holds now: the mode, and
     under MPS the replica's pinned memory and compute. Fixed for a cycle, and the same for every

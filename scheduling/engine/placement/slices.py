@@ -216,12 +216,14 @@ def _fitting_shares(session: Session, job: Job, model: str, tier: str, memory_gb
     if not some_replica_holds(session, job, model, tier):  # the node's device plugin must offer it
         return
     # An MPS replica may hold a little less than `milli` (1000 // 3 = 333 where 8 GB of 24 GB rounds
-    # up to 340), never a whole step less: each GPU's room is checked exactly (sharing.share_fits).
+    # up to 340), never a whole step less: each GPU's room is checked exactly below.
     keys = sorted((k for k, v in buckets.items() if k >= milli - SHARE_STEP_MILLI and v),
                   reverse=session.features.share_packing != "binpack")
     need = job.gpu_memory_gb - 1e-9
-    # share_fits inlined, with what it reads of a node worked out once per node: None when the
-    # node's host cannot take the job, else (the milli the share holds there, its replicas).
+    # A share fits a GPU where the node's host takes the job, the GPU's memory holds the need, a
+    # replica is left with room for what the share holds there (held_milli) and the node's mode
+    # takes it (replica_holds: MPS's pinned memory and compute). What it reads of a node is worked
+    # out once per node: None when the host cannot take the job, else (held milli, replicas).
     rooms: dict[str, tuple[int, int] | None] = {}
     holds: dict[tuple[str, int, float], bool] = {}  # replica_holds by what it reads of a GPU
     for key in keys:
