@@ -62,18 +62,10 @@ Item = tuple[int, bool]  # (per-GPU milli, forced: must be placed)
 FORCE_BONUS = 10_000.0  # value added to a forced item; > any loss from placing it
 
 
-def gpu_items(tasks: list[Request], forced: int = 0) -> Counter[Item]:
-    """Per-GPU request sizes -> count; a k-GPU task is k items (their being on distinct GPUs of
-    one node is dropped: a relaxation). The first `forced` tasks are marked as placed."""
-    items: Counter[Item] = Counter()
-    for k, t in enumerate(tasks):
-        if t.num_gpu:
-            items[(t.gpu_milli, k < forced)] += t.num_gpu
-    return items
-
-
 def prefix_items(tasks: list[Request], ends: list[int], forced: int = 0) -> dict[int, Counter[Item]]:
-    """gpu_items(tasks[:k], forced) for each k in ends (ascending), in one pass."""
+    """For each k in ends (ascending), in one pass: the per-GPU request sizes of tasks[:k] -> count;
+    a k-GPU task is k items (their being on distinct GPUs of one node is dropped: a relaxation).
+    The first `forced` tasks are marked as placed."""
     out: dict[int, Counter[Item]] = {}
     items: Counter[Item] = Counter()
     done = 0

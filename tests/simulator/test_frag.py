@@ -1,6 +1,8 @@
 """The fragmentation measure against hand-worked examples of the README's definitions (§2.2)."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduling.engine.fragment import frag as F
 from scheduling.engine.fragment.shapes import Request
@@ -62,3 +64,17 @@ def test_typical_shapes_cover_the_threshold_and_renormalise():
 def test_typical_shapes_ignore_memory():
     tasks = [Request(1000, 1, 1, 500), Request(1000, 999, 1, 500)]
     assert len(F.typical_shapes(tasks)) == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 1000), min_size=1, max_size=8), st.integers(0, 20000),
+       st.lists(st.builds(F.TypicalShape, cpu=st.sampled_from([0, 2000, 4000, 8000]),
+                          gpu_milli=st.sampled_from([0, 250, 500, 1000]), num_gpu=st.integers(0, 4),
+                          spec=st.sampled_from([None, frozenset({"T4"}), frozenset({"G2", "T4"})]),
+                          p=st.floats(0.01, 1.0)), max_size=6),
+       st.sampled_from(["G2", "T4"]))
+def test_node_frag_is_the_sum_of_shape_frag_it_inlines(gpus, cpu_left, shapes, model):
+    gpus = tuple(sorted(gpus, reverse=True))  # as nodes give them
+    assert F.node_frag(model, cpu_left, gpus, shapes) == sum(s.p * F.shape_frag(model, cpu_left, gpus, s)
+                                                              for s in shapes)
+
