@@ -122,12 +122,11 @@ KUEUE = register(Policy(
     ones behind it); all-or-nothing admission of a workload's pods (gang); preemption with
     reclaimWithinCohort: Any (reclaim: a queue under its nominal quota takes back what others
     borrowed), withinClusterQueue: LowerPriority and borrowWithinCohort: LowerPriority
-    (preempt: lower-priority workloads of its own queue or borrowed ones); pods of an admitted
-    production workload preempting lower-priority pods for room, as kube-scheduler's
-    DefaultPreemption does; a preemptor's quota held for it while its victims stop (the
-    scheduler counts a workload pending preemption in the cohort's cycle usage; here its GPUs
-    are nominated, engine/nominations.py); kube-scheduler LeastAllocated placement (spread);
-    the NVIDIA device plugin's integer nvidia.com/gpu, as k8s-default has it (replica_or_whole):
+    (preempt: lower-priority workloads of its own queue or borrowed ones); a preemptor's quota
+    held for it while its victims stop (the scheduler counts a workload pending preemption in
+    the cohort's cycle usage; here its GPUs are nominated, engine/nominations.py);
+    kube-scheduler LeastAllocated placement (spread); the NVIDIA device plugin's integer
+    nvidia.com/gpu, as k8s-default has it (replica_or_whole):
     a sub-GPU pod asks one, which on a node whose plugin shares (MPS or time-slicing) with
     renameByDefault: false is one replica (NVIDIA/k8s-device-plugin README, "Shared Access to
     GPUs": the plugin advertises GPUs x replicas nvidia.com/gpu), taken first, the emptiest GPU
@@ -135,13 +134,26 @@ KUEUE = register(Policy(
     else a whole GPU on a plain node; a whole-GPU pod keeps off sharing nodes; the
     ClusterQueue counts the pod's request, so a replica is 1 nvidia.com/gpu against
     nominalQuota and borrowingLimit, as a whole GPU is (replica_counts_one: the engine's quota
-    counts it 1, not its share of the GPU).
+    counts it 1, not its share of the GPU); serving left to kube-scheduler, as Kueue leaves
+    any workload without the kueue.x-k8s.io/queue-name label (manageJobsWithoutQueueName
+    defaults to false: "those jobs are not managed and ... will start immediately"; the pod
+    integration is opt-in per namespace, managedJobsNamespaceSelector; Kueue Configuration API):
+    production inference is a Deployment in a serving namespace of its own, in no ClusterQueue,
+    so it neither waits for nor uses a team's nominalQuota or borrowingLimit, and its pods,
+    with the production PriorityClass, preempt lower-priority pods of any namespace, Kueue's
+    admitted workloads included (DefaultPreemption, as in k8s-default). The simulator's backend
+    puts serving under that namespace's own queue row, whose guarantee is the whole cluster
+    (SERVING_UNQUEUED, simulator/run/policies.py; issue 18: with serving in its team's queue,
+    serving-heavy's production waited hours, p99 ~46,700 s).
     Leaves out: admission by quota alone before placement (here a workload is admitted only
     where its pods fit, as waitForPodsReady with requeueing converges to, without the
     timeouts), Topology Aware Scheduling and fair sharing (opt-in), ResourceFlavors beyond the
-    GPU model constraint, Kueue's serving integration (serving sits in its team's queue), and
-    nomination of sub-GPU requests, as k8s-default (what a preemption frees for one, a replica
-    or a GPU, is not held for it).""",
+    GPU model constraint, Kueue's own serving integrations (Deployment, StatefulSet,
+    LeaderWorkerSet: opt-in, and they would queue serving behind quota again), which victims
+    serving picks (the engine's reclaim takes borrowed ones first, most-borrowing team first,
+    where DefaultPreemption picks the node with the fewest, lowest), and nomination of sub-GPU
+    requests, as k8s-default (what a preemption frees for one, a replica or a GPU, is not held
+    for it).""",
 ))
 
 register(Policy(
@@ -159,7 +171,8 @@ register(Policy(
     finds no instance takes a replica where the cluster runs the NVIDIA device plugin in MPS
     mode (nvidia.com/gpu.shared, each replica pinned to 1/replicas of the GPU's memory, at most
     replicas per GPU, fullest GPU first: engine/sharing.py, the same rules as every policy);
-    nowhere else, as a node with the plain plugin offers no shares to any scheduler.
+    nowhere else, as a node with the plain plugin offers no shares to any scheduler; serving
+    outside every ClusterQueue, as in kueue.
     Leaves out: non-serving work on shares (notebooks and evaluations wait for an instance),
     HAMi (no generated cluster installs it), and re-partitioning by hand between runs.""",
 ))

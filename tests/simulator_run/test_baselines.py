@@ -75,6 +75,42 @@ def test_serving_has_its_own_namespace_quota_except_in_k8s_naive(tmp_path):
     assert naive.jobs["serve"].first_start is None
 
 
+@pytest.mark.parametrize("policy", ["kueue", "kueue-mig"])
+def test_kueue_leaves_serving_to_kube_scheduler_outside_every_cluster_queue(tmp_path, policy):
+    # ml's ClusterQueue: nominalQuota 2 = borrowingLimit. Serving (no queue-name label, a namespace
+    # Kueue does not manage) starts beside training that holds the whole quota, and the training
+    # after it is admitted: serving counts against no ClusterQueue.
+    rows = [job("t", gpus=2, mem=80, duration=10 * HOUR),
+            job("serve", submit=60, duration=10 * HOUR, gpus=0, mem=9, kind="inference", priority="production"),
+            job("t2", submit=120, gpus=1, mem=80, duration=10 * HOUR),
+            job("end", submit=HOUR, gpus=0, mem=5, kind="batch", priority="best-effort")]
+    spec, jobs = load(tmp_path, _serving_team_doc(), rows)
+    sim = Simulation(spec, jobs, policy, seed=1)
+    sim.run()
+    assert sim.jobs["serve"].first_start == 60
+    assert sim.jobs["t2"].first_start is None  # the third training GPU is over ml's quota
+    done = Simulation(*load(tmp_path, _serving_team_doc(), [r for r in rows if r["job_id"] != "t"]), policy, seed=1)
+    done.run()
+    assert done.jobs["t2"].first_start == 120  # serving's GPU did not use ml's quota
+
+
+@pytest.mark.parametrize("policy", ["kueue", "kueue-mig"])
+def test_kueue_serving_preempts_training_within_another_teams_quota(tmp_path, policy):
+    # ml's training holds the whole node within its nominalQuota; web has no quota at all. web's
+    # serving preempts one training pod as kube-scheduler's DefaultPreemption would.
+    teams = [{"name": "ml", "business_unit": "labs", "guaranteed_gpus": 8, "burst_limit_gpus": 8, "weight": 1.0},
+             {"name": "web", "business_unit": "web", "guaranteed_gpus": 0, "burst_limit_gpus": 0, "weight": 1.0}]
+    rows = [job(f"t{i}", gpus=1, mem=80, duration=10 * HOUR) for i in range(8)]
+    rows += [job("serve", submit=600, duration=10 * HOUR, gpus=1, mem=80, kind="inference", priority="production",
+                 team="web"),
+             job("end", submit=2 * HOUR, gpus=0, mem=5, kind="batch", priority="best-effort")]
+    spec, jobs = load(tmp_path, cluster_doc(teams=teams), rows)
+    sim = Simulation(spec, jobs, policy, seed=1)
+    result = sim.run()
+    assert sim.jobs["serve"].first_start is not None and sim.jobs["serve"].first_start < 900
+    assert result["preemptions"] == 1
+
+
 def _gang_over_two_victims(tmp_path, policy):
     """Two best-effort jobs fill two nodes; one stops in 5 s, the other saves for 25 s; a 16-GPU
     interactive gang then needs both nodes."""

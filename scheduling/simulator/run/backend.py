@@ -44,6 +44,9 @@ class Backend:
         self.team_units: dict[str, float] = {}
         self.queues = tuple(Queue(team=t.name, guaranteed_gpus=t.guaranteed_gpus,
                                   burst_limit_gpus=t.burst_limit_gpus, weight=t.weight) for t in spec.teams)
+        if mode.serving_unqueued:  # serving's namespaces, which no ClusterQueue covers (SERVING_UNQUEUED)
+            self.queues += tuple(Queue(team=f"{t.name}/serving", guaranteed_gpus=float(spec.gpus),
+                                       burst_limit_gpus=None, weight=t.weight) for t in spec.teams)
         self.caps = {t.name: t.burst_limit_gpus for t in spec.teams}
         self.max_per_node = max(g.gpus_per_node for g in spec.groups)
         self.min_gpu_memory = min(g.gpu_memory_gb for g in spec.groups)
@@ -175,7 +178,8 @@ class Backend:
         elif self.mode.timeslice and spec.gpus == 0:
             memory, milli = TIMESLICE_MEMORY_GB, 1000 // REPLICAS
         job.template = Job(
-            id=spec.job_id, team=spec.team, project=spec.project, kind=spec.kind,
+            id=spec.job_id, team=self.namespace(job) if self.mode.serving_unqueued else spec.team,
+            project=spec.project, kind=spec.kind,
             priority_class=spec.priority, priority=PRIORITY_CLASSES[spec.priority],
             gpus=gpus, gpu_memory_gb=memory, gpu_milli=milli,
             cpu_cores=spec.cpu_cores / job.members, gang_size=job.members if self.mode.gang else 1,

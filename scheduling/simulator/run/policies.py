@@ -59,6 +59,14 @@ def static_mig_layout(model: str) -> dict[int, list]:
 # team's training (the straw man of issue 12, kept as a floor). Every other policy without the
 # engine's quotas gives serving a namespace and quota of its own, as real clusters do.
 SERVING_IN_TEAM_QUOTA = frozenset({"k8s-naive"})
+# Kueue baselines whose serving Kueue does not manage (issue 18): production inference is a
+# Deployment in a serving namespace of its own, without the kueue.x-k8s.io/queue-name label, which
+# Kueue leaves to kube-scheduler (manageJobsWithoutQueueName defaults to false; the pod integration
+# is opt-in by namespace, managedJobsNamespaceSelector; docs/reference/baselines.md). No
+# ClusterQueue admits or counts it: the engine sees it under that namespace's own queue row, whose
+# guarantee is the whole cluster, so it never borrows, never binds a training queue's quota, and
+# preempts any lower-priority pod for room, as DefaultPreemption does (engine/actions/evict.py).
+SERVING_UNQUEUED = frozenset({"kueue", "kueue-mig"})
 
 
 @dataclass(frozen=True)
@@ -72,6 +80,7 @@ class Mode:
     #                   where the node's device plugin shares) and counts as one in its quota
     mig_static: bool  # MIG GPUs start with a fixed layout (STATIC_MIG) and keep it
     serving_apart: bool  # production serving is outside its team's namespace quota
+    serving_unqueued: bool  # ... and outside the engine's quotas too (SERVING_UNQUEUED)
 
 
 def mode_for(name: str) -> Mode:
@@ -79,7 +88,8 @@ def mode_for(name: str) -> Mode:
     return Mode(name=name, gang=features.gang, mig=features.mig, quota=features.quota,
                 timeslice=name == TIMESLICE, whole=not (features.mig or features.sharing),
                 mig_static=features.mig_static,
-                serving_apart=name not in SERVING_IN_TEAM_QUOTA)
+                serving_apart=name not in SERVING_IN_TEAM_QUOTA,
+                serving_unqueued=name in SERVING_UNQUEUED)
 
 
 def known_policies() -> tuple[str, ...]:
