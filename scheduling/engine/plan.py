@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from .reasons import PreemptReason, WaitingReason
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)  # slots: as the snapshot's types (types.py)
 class Allocation:
     """What one job member holds on one GPU: a whole GPU (milli=1000, no MIG), a MIG instance
     (mig_profile + mig_start), or a share (milli < 1000 with memory_gb on a non-MIG GPU)."""

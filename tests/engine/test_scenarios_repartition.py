@@ -1,9 +1,10 @@
 """Scenarios for repartitioning between whole-GPU and MIG use."""
 
+from dataclasses import replace
+
 import pytest
 
 from scheduling.engine import Repartition, schedule
-from scheduling.engine.types import Gpu, Node
 from tests.engine.builders import NOW, inference, job, node, running, snap
 
 
@@ -43,8 +44,7 @@ def test_several_small_jobs_share_one_new_layout():
 def test_hysteresis_keeps_a_recent_layout():
     recent = node("n1", gpus=1)
     gpu = recent.gpus[0]
-    recent = Node(**{**recent.__dict__, "gpus": (Gpu(**{**gpu.__dict__,
-                                                        "layout_changed_at": NOW - 60}),)})
+    recent = replace(recent, gpus=(replace(gpu, layout_changed_at=NOW - 60),))
     plan = schedule(snap([recent], [inference("i", 15, cls="interactive")]))
     assert plan.repartitions == ()
 
@@ -130,6 +130,6 @@ def test_a_job_waiting_for_a_settling_layout_asks_for_no_second_one():
 
 def test_a_gpu_that_is_not_mig_capable_is_never_repartitioned():
     plain = node("n1", gpus=1)
-    plain = Node(**{**plain.__dict__, "gpus": (Gpu(**{**plain.gpus[0].__dict__, "mig_capable": False}),)})
+    plain = replace(plain, gpus=(replace(plain.gpus[0], mig_capable=False),))
     plan = schedule(snap([plain], [inference("i", 15, cls="interactive")]))
     assert plan.repartitions == ()
