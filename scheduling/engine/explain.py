@@ -55,6 +55,18 @@ def _gpu_free_units(gpu: GpuState) -> float:
     return 0.0 if gpu.whole_job else 1 - gpu.milli_used / 1000
 
 
+def _mig_free_units(gpu: GpuState) -> float:
+    """_gpu_free_units of a usable MIG GPU, without a pass over its instances when all are in
+    use (`busy` counts them): their compute slices are then all it has made (compute_used).
+    Most MIG GPUs of a busy cluster are full, and every cycle asks for each."""
+    geometry = gpu.mig_geometry
+    if gpu.busy == len(gpu.instances):
+        busy = gpu.compute_used
+    else:
+        busy = sum(i[0].compute_slices for i in gpu.instances.values() if i[1] is not None)
+    return (geometry.compute_slices - busy) / geometry.compute_slices
+
+
 def _model_supply(session: Session) -> dict[str, ModelSupply]:
     """Per model: free units, total units, and (expected end, units) of what runs, sorted."""
     if session.supply is not None:
@@ -65,12 +77,14 @@ def _model_supply(session: Session) -> dict[str, ModelSupply]:
         free, total = entry.free, entry.total  # added in the same order as before: same floats
         ready = node.ready
         for gpu in node.gpus:
-            # gpu.usable inlined (its node is this one)
-            if gpu.mig_enabled or gpu.shares or not (gpu.healthy and not gpu.settling and ready
-                                                     and gpu.reserved is None):
-                free += _gpu_free_units(gpu)
-            elif gpu.whole_job is None:  # _gpu_free_units inlined for a usable unshared whole GPU
-                free += 1.0
+            # _gpu_free_units inlined (an unusable GPU adds 0.0, which leaves the sum as it is)
+            if gpu.healthy and not gpu.settling and ready and gpu.reserved is None:  # gpu.usable
+                if gpu.mig_enabled:
+                    free += _mig_free_units(gpu)
+                elif gpu.shares:
+                    free += 0.0 if gpu.whole_job else 1 - gpu.milli_used / 1000
+                elif gpu.whole_job is None:
+                    free += 1.0
             if gpu.healthy and ready:
                 total += 1.0
         entry.free, entry.total = free, total
@@ -78,8 +92,9 @@ def _model_supply(session: Session) -> dict[str, ModelSupply]:
     ends_on = {name: supply[node.model].ends for name, node in session.nodes.items()}  # per node
     for members in session.members.values():
         for m in members:
-            if m.job is not None:
-                end = now if m.job_id in preempting else m.started_at + m.job.expected_runtime_s
+            job = m.job
+            if job is not None:
+                end = now if m.job_id in preempting else m.started_at + job.expected_runtime_s
                 ends_on[m.node].append((end, m.units))
     for entry in supply.values():
         entry.ends.sort()

@@ -13,7 +13,8 @@ import pytest
 
 from bench.engine_cycle import build_snapshot
 from scheduling.engine import nominations, schedule, state
-from scheduling.engine.actions import common, reserve
+from scheduling.engine.actions import common, evict, reserve
+from scheduling.engine.actions.allocate import allocate
 from scheduling.engine.actions.common import min_units
 from scheduling.engine.explain import _gpu_free_units, _model_supply, _release_curve
 from scheduling.engine.mig import canonical_model
@@ -265,4 +266,34 @@ def test_a_mig_gpus_instances_come_from_its_layout_as_add_instance_would(cycles)
                 assert (gpu.instances, gpu.used_mask, gpu.compute_used, gpu.busy) == (expected, mask, compute, busy)
                 assert list(gpu.instances) == list(expected)
                 checked += 1
+    assert checked
+
+
+def _plain_runners(session):
+    """evict.stoppable_runners as two plain sorts: by class, then job id."""
+    firsts = [ms[0] for ms in session.members.values()
+              if ms[0].job is not None and not any(m.new for m in ms)]
+    return sorted(firsts, key=lambda m: (m.job.priority, m.job_id))
+
+
+def test_stoppable_runners_and_victim_sources_match_plain_filters(cycles):
+    """The runners by class then job id, built per class; each action's victim sources (preemptible,
+    borrowed for reclaim; settled ones for all but production) in one pass: the same lists,
+    before and after a cycle's placements add members that may not be stopped."""
+    checked = 0
+    for snapshot in cycles:
+        session = _session(snapshot)
+        for placed in (False, True):
+            if placed:
+                allocate(session)
+            runners = evict.stoppable_runners(session)
+            assert runners == _plain_runners(session)
+            settled = session.now - session.features.min_runtime_s
+            for borrowed_only in (True, False):
+                ours = [m for m in runners if m.known_job.preemptible and (m.borrowed or not borrowed_only)]
+                old = [m for m in ours if m.started_at <= settled]
+                assert evict._victim_sources(session, borrowed_only) == {
+                    True: (ours, [m.known_job.priority for m in ours]),
+                    False: (old, [m.known_job.priority for m in old])}
+            checked += len(runners)
     assert checked
