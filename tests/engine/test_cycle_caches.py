@@ -16,6 +16,7 @@ from scheduling.engine import nominations, schedule, state
 from scheduling.engine.actions import common, evict, reserve
 from scheduling.engine.actions.allocate import allocate
 from scheduling.engine.actions.common import min_units
+from scheduling.engine.actions.repartition import _free_and_idle_mig
 from scheduling.engine.explain import _gpu_free_units, _model_supply, _release_curve
 from scheduling.engine.mig import canonical_model
 from scheduling.engine.placement import allowed_models, as_whole
@@ -297,3 +298,18 @@ def test_stoppable_runners_and_victim_sources_match_plain_filters(cycles):
                     False: (old, [m.known_job.priority for m in old])}
             checked += len(runners)
     assert checked
+
+
+def test_repartitions_free_and_idle_mig_gpus_per_node_match_the_properties(cycles):
+    """whole_free and idle inlined in one pass over a node's GPUs: the same count and list, with
+    reservations masking GPUs (after allocate, the book at its lowest level) or not."""
+    for snapshot in cycles:
+        session = _session(snapshot)
+        for masked in (False, True):
+            if masked:
+                allocate(session)
+                session.book.level(float("-inf"))
+            for node in session.nodes.values():
+                plain = (node, sum(1 for g in node.gpus if g.whole_free),
+                         [g for g in node.gpus if g.mig_enabled and g.idle])
+                assert _free_and_idle_mig(node) == plain

@@ -190,10 +190,7 @@ class _Planner:
             for buckets in self.session.mig.get((model, tier), {}).values():
                 for gpu in buckets.values():
                     seen.setdefault(gpu.node.name, gpu.node)
-            found = self.mig_nodes[key] = [
-                (node, sum(1 for g in node.gpus if g.whole_free),
-                 [g for g in node.gpus if g.mig_enabled and g.idle])
-                for node in (seen[name] for name in sorted(seen))]
+            found = self.mig_nodes[key] = [_free_and_idle_mig(seen[name]) for name in sorted(seen)]
         return found
 
     def _plan(self, gpu: GpuState, enabled: bool, layout: Layout, capped: bool = False) -> None:
@@ -218,6 +215,22 @@ class _Planner:
             gpu.settling = True
             self.session.reindex_gpu(gpu)
             self.session.reindex_node(gpu.node)
+
+
+def _free_and_idle_mig(node: NodeState) -> tuple[NodeState, int, list[GpuState]]:
+    """(node, its whole GPUs free, its idle MIG GPUs): whole_free and idle inlined in one pass,
+    as every job this planner tries asks per node of its model and tier, once per class level
+    (75 times a cycle over the 4,000-node bench's MIG nodes)."""
+    free, idle = 0, []
+    whole_ok = node.offers_whole and node.ready
+    for g in node.gpus:
+        if g.whole_job is not None or g.shares or g.busy:
+            continue  # not idle
+        if g.mig_enabled:
+            idle.append(g)
+        elif whole_ok and g.healthy and not g.settling and g.reserved is None:  # whole_free
+            free += 1
+    return node, free, idle
 
 
 def repartition(session: Session) -> None:
