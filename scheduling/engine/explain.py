@@ -9,10 +9,6 @@ expected runtimes, and the job starts once enough units are free.
 from __future__ import annotations
 
 import bisect
-from collections import defaultdict
-from dataclasses import dataclass, field
-from itertools import accumulate, chain
-from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from .actions.common import min_units, overall_key, request_shape, sorted_jobs, team_key
@@ -22,99 +18,16 @@ from .placement import Models, allowed_models, as_whole, model_memory
 from .plan import PendingInfo, pending_info
 from .reasons import WaitingReason
 from .sharing import no_sharing_reason
+from .supply import release_curve
 from .tiers import tier_order
 from .types import Job
 from .wording import gpu_count, gpus, wait
 
-ReleaseCurve = tuple[float, float, list[float], list[float]]  # free, total, ends, units freed by then
-
-
-@dataclass
-class ModelSupply:
-    """Units of one GPU model: free now, usable in all, and (expected end, units) of what runs."""
-
-    free: float = 0.0
-    total: float = 0.0
-    ends: list[tuple[float, float]] = field(default_factory=list)
-
-
 if TYPE_CHECKING:
     from .reservations import Reservation
     from .session import Session
-    from .state import GpuState
 
 Reason = tuple[WaitingReason, str]  # a code and the sentence a team lead reads
-
-
-def _gpu_free_units(gpu: GpuState) -> float:
-    if not gpu.usable:
-        return 0.0
-    if gpu.mig_enabled:
-        busy = sum(i[0].compute_slices for i in gpu.instances.values() if i[1] is not None)
-        return (gpu.mig_geometry.compute_slices - busy) / gpu.mig_geometry.compute_slices
-    return 0.0 if gpu.whole_job else 1 - gpu.milli_used / 1000
-
-
-def _mig_free_units(gpu: GpuState) -> float:
-    """_gpu_free_units of a usable MIG GPU, without a pass over its instances when all are in
-    use (`busy` counts them): their compute slices are then all it has made (compute_used).
-    Most MIG GPUs of a busy cluster are full, and every cycle asks for each."""
-    geometry = gpu.mig_geometry
-    if gpu.busy == len(gpu.instances):
-        busy = gpu.compute_used
-    else:
-        busy = sum(i[0].compute_slices for i in gpu.instances.values() if i[1] is not None)
-    return (geometry.compute_slices - busy) / geometry.compute_slices
-
-
-def _model_supply(session: Session) -> dict[str, ModelSupply]:
-    """Per model: free units, total units, and (expected end, units) of what runs, sorted."""
-    if session.supply is not None:
-        return session.supply
-    supply: defaultdict[str, ModelSupply] = defaultdict(ModelSupply)
-    for node in session.nodes.values():
-        entry = supply[node.model]
-        free, total = entry.free, entry.total  # added in the same order as before: same floats
-        ready = node.ready
-        for gpu in node.gpus:
-            # _gpu_free_units inlined (an unusable GPU adds 0.0, which leaves the sum as it is)
-            if gpu.healthy and not gpu.settling and ready and gpu.reserved is None:  # gpu.usable
-                if gpu.mig_enabled:
-                    free += _mig_free_units(gpu)
-                elif gpu.shares:
-                    free += 0.0 if gpu.whole_job else 1 - gpu.milli_used / 1000
-                elif gpu.whole_job is None:
-                    free += 1.0
-            if gpu.healthy and ready:
-                total += 1.0
-        entry.free, entry.total = free, total
-    now, preempting = session.now, session.preempting
-    ends_on = {name: supply[node.model].ends for name, node in session.nodes.items()}  # per node
-    for members in session.members.values():
-        for m in members:
-            job = m.job
-            if job is not None:
-                end = now if m.job_id in preempting else m.started_at + job.expected_runtime_s
-                ends_on[m.node].append((end, m.units))
-    for entry in supply.values():
-        entry.ends.sort()
-    session.supply = supply
-    return supply
-
-
-def _release_curve(session: Session, models: Models) -> ReleaseCurve:
-    """For these models: (free units, total units, expected ends sorted, units freed by
-    each end cumulated), cached per model set so each estimate is a bisection."""
-    if models not in session.release_curves:
-        supply = _model_supply(session)
-        # Each model's list is sorted, so this sort merges runs (in C; heapq.merge, a generator,
-        # cost 0.03 s per model set at 4,000 nodes); equal (end, units) pairs are interchangeable.
-        ends = sorted(chain.from_iterable(supply[m].ends for m in models))
-        session.release_curves[models] = (sum(supply[m].free for m in models),
-                                          sum(supply[m].total for m in models),
-                                          list(map(itemgetter(0), ends)),
-                                          list(accumulate(map(itemgetter(1), ends))))
-    return session.release_curves[models]
 
 
 # The dry run's bounds (see QueuePlan): jobs planned per model set, beyond which a job is told
@@ -135,7 +48,7 @@ class QueuePlan:
     """
 
     def __init__(self, session: Session, models: Models) -> None:
-        free, self.total, ends, cumulative = _release_curve(session, models)
+        free, self.total, ends, cumulative = release_curve(session, models)
         self.now = session.now
         self.booked = 0
         # At most PROFILE_STEPS steps of releases: each group counts from its last end (later, never
@@ -351,7 +264,7 @@ def _capacity_reason(session: Session, job: Job) -> Reason:
     if session.features.quota:
         q = session.queue(job.team)
         used = session.usage.get(job.team, 0.0)
-        idle = _release_curve(session, models)[0]
+        idle = release_curve(session, models)[0]
         # Only when there truly is nothing idle to borrow; otherwise the shape reason stands.
         if q.guaranteed_gpus > 0 and used >= q.guaranteed_gpus - 1e-9 and idle <= 1e-9:
             text = (f"team quota {gpus(used)}/{gpus(q.guaranteed_gpus)} GPUs in use and no idle GPU "

@@ -25,8 +25,8 @@ from .state import GpuKey, GpuState, Member, NodeState, Outer, Shape, _mig_units
 from .types import Job, Nomination, Queue, Running, Snapshot
 
 if TYPE_CHECKING:
-    from .explain import ModelSupply, ReleaseCurve
     from .fragment import Binding, NodeView, Request
+    from .supply import ModelSupply, ReleaseCurve
 
 _NO_SHAPES: frozenset[Shape] = frozenset()
 _NAME = attrgetter("name")
@@ -98,8 +98,8 @@ class Session:
         self.mig_masks: dict[tuple[str, str, Shape], tuple[int, list[int]]] = {}
         self.slice_units: dict[tuple[object, ...], float] = {}  # per sub-GPU request (actions.common.min_units)
         self.job_units: dict[str, tuple[Job, float]] = {}  # min_units per job (actions.common)
-        self.supply: dict[str, ModelSupply] | None = None  # free/total units and ends per model (explain)
-        self.release_curves: dict[tuple[str, ...], ReleaseCurve] = {}  # per model set (explain)
+        self.supply: dict[str, ModelSupply] | None = None  # free/total units and ends per model (supply)
+        self.release_curves: dict[tuple[str, ...], ReleaseCurve] = {}  # per model set (supply)
         self.node_words: dict[tuple[str, ...], str] = {}  # "one (NVSwitch) node" per model set (explain)
         self._load(snapshot)
 

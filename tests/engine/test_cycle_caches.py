@@ -17,7 +17,6 @@ from scheduling.engine.actions import common, evict, reserve
 from scheduling.engine.actions.allocate import allocate
 from scheduling.engine.actions.common import min_units
 from scheduling.engine.actions.repartition import _free_and_idle_mig
-from scheduling.engine.explain import _gpu_free_units, _model_supply, _release_curve
 from scheduling.engine.mig import canonical_model
 from scheduling.engine.placement import allowed_models, as_whole
 from scheduling.engine.plan import PendingInfo, pending_info
@@ -27,6 +26,7 @@ from scheduling.engine.replay import apply_plan
 from scheduling.engine.reservations import Reservation
 from scheduling.engine.session import Session
 from scheduling.engine.state import Member, NodeState
+from scheduling.engine.supply import gpu_free_units, model_supply, release_curve
 from scheduling.engine.tiers import tier_order
 
 
@@ -61,14 +61,14 @@ def _without_timings(plan):
 def test_release_curve_is_the_merge_of_each_models_ends(cycles):
     for snapshot in cycles:
         session = _session(snapshot)
-        supply = _model_supply(session)
+        supply = model_supply(session)
         for models in {allowed_models(session, j) for j in snapshot.pending}:
             ends = list(heapq.merge(*(supply[m].ends for m in models)))
             cumulative, running = [], 0.0
             for _, units in ends:
                 running += units
                 cumulative.append(running)
-            free, total, times, freed = _release_curve(session, models)
+            free, total, times, freed = release_curve(session, models)
             assert times == [end for end, _ in ends] and freed == cumulative
             assert free == sum(supply[m].free for m in models) and total == sum(supply[m].total for m in models)
 
@@ -79,8 +79,8 @@ def test_free_units_per_model_are_the_sum_over_gpus_in_node_order(cycles):
         expected: dict[str, float] = {}
         for node in session.nodes.values():
             for gpu in node.gpus:
-                expected[node.model] = expected.get(node.model, 0.0) + _gpu_free_units(gpu)
-        assert {m: s.free for m, s in _model_supply(session).items()} == expected  # the same floats
+                expected[node.model] = expected.get(node.model, 0.0) + gpu_free_units(gpu)
+        assert {m: s.free for m, s in model_supply(session).items()} == expected  # the same floats
 
 
 def _plain_free_times(session, node):
