@@ -194,11 +194,26 @@ register(Policy(
     under its deserved share takes back what others borrowed) and the preempt action
     (lower-priority jobs of the same queue, or borrowed ones); a preemptor pipelined onto what
     its victims are releasing (FutureIdle, nominatedNodeName first) ahead of lower-priority
-    jobs (nominate, engine/nominations.py).
+    jobs (nominate, engine/nominations.py); serving in a Volcano Queue of its own: production
+    inference is a Deployment with schedulerName: volcano (Volcano makes a PodGroup per pod) and
+    the scheduling.volcano.sh/queue-name annotation of a serving Queue, reclaimable: false,
+    whose deserved covers serving's peak, with the production PriorityClass, so it never waits
+    behind a training team's capability or uses its share, and the reclaim action takes
+    borrowed training of any team for it. Volcano, not kube-scheduler, places it: two
+    schedulers binding to the same nodes race (Kubernetes, "Running multiple schedulers":
+    disjoint node pools). The simulator's backend puts serving under that queue row, whose
+    guarantee is the whole cluster, to the engine the same as serving's peak while serving asks
+    less (SERVING_OWN_QUEUE, simulator/run/policies.py; issue 18: with serving in its team's
+    Queue, serving-heavy's production wait p99 was 12,597-17,970 s).
     Leaves out: MIG (the scenario's MIG GPUs are whole GPUs here), HyperNode network-topology
     scheduling (opt-in), the enqueue action's overcommit factor, the backfill action (it is
-    for BestEffort pods without requests), and volcano-vgpu / HAMi, which would share any GPU
-    of a node that runs it: no generated cluster installs it, so no policy gets it.""",
+    for BestEffort pods without requests), volcano-vgpu / HAMi, which would share any GPU
+    of a node that runs it: no generated cluster installs it, so no policy gets it, and which
+    victims serving may take: the engine lets production within its queue's guarantee stop
+    lower-priority jobs of any queue (engine/actions/evict.py), where Volcano's preempt stays
+    within a Queue and its reclaim takes only from Queues over their deserved (the scenarios'
+    team guarantees cover over four fifths of the cluster, so at a serving peak a real Volcano
+    could find nothing to reclaim where the model still stops training within its guarantee).""",
 ))
 
 # Best fit on integer GPUs with gangs, no MIG, topology or tiers, sub-GPU pods on the MPS or

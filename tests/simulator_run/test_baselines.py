@@ -75,11 +75,12 @@ def test_serving_has_its_own_namespace_quota_except_in_k8s_naive(tmp_path):
     assert naive.jobs["serve"].first_start is None
 
 
-@pytest.mark.parametrize("policy", ["kueue", "kueue-mig"])
-def test_kueue_leaves_serving_to_kube_scheduler_outside_every_cluster_queue(tmp_path, policy):
-    # ml's ClusterQueue: nominalQuota 2 = borrowingLimit. Serving (no queue-name label, a namespace
-    # Kueue does not manage) starts beside training that holds the whole quota, and the training
-    # after it is admitted: serving counts against no ClusterQueue.
+@pytest.mark.parametrize("policy", ["kueue", "kueue-mig", "volcano"])
+def test_serving_is_outside_its_teams_queue(tmp_path, policy):
+    # ml's queue (ClusterQueue: nominalQuota 2 = borrowingLimit; Volcano Queue: guarantee 2 =
+    # capability). Serving (kueue: no queue-name label, a namespace Kueue does not manage; volcano:
+    # a serving Queue of its own) starts beside training that holds the whole quota, and the
+    # training after it is admitted: serving counts against no team's queue.
     rows = [job("t", gpus=2, mem=80, duration=10 * HOUR),
             job("serve", submit=60, duration=10 * HOUR, gpus=0, mem=9, kind="inference", priority="production"),
             job("t2", submit=120, gpus=1, mem=80, duration=10 * HOUR),
@@ -94,11 +95,14 @@ def test_kueue_leaves_serving_to_kube_scheduler_outside_every_cluster_queue(tmp_
     assert done.jobs["t2"].first_start == 120  # serving's GPU did not use ml's quota
 
 
-@pytest.mark.parametrize("policy", ["kueue", "kueue-mig"])
-def test_kueue_serving_preempts_training_within_another_teams_quota(tmp_path, policy):
-    # ml's training holds the whole node within its nominalQuota; web has no quota at all. web's
-    # serving preempts one training pod as kube-scheduler's DefaultPreemption would.
-    teams = [{"name": "ml", "business_unit": "labs", "guaranteed_gpus": 8, "burst_limit_gpus": 8, "weight": 1.0},
+@pytest.mark.parametrize(("policy", "ml_guarantee"), [("kueue", 8), ("kueue-mig", 8), ("volcano", 4)])
+def test_serving_stops_another_teams_training_for_room(tmp_path, policy, ml_guarantee):
+    # ml's training holds the whole node; web has no quota at all. web's serving stops one
+    # training pod: kueue's within ml's nominalQuota, as kube-scheduler's DefaultPreemption would;
+    # volcano's one ml borrowed beyond its guarantee, as the reclaim action takes from a Queue over
+    # its deserved share for the serving Queue under its own.
+    teams = [{"name": "ml", "business_unit": "labs", "guaranteed_gpus": ml_guarantee, "burst_limit_gpus": 8,
+              "weight": 1.0},
              {"name": "web", "business_unit": "web", "guaranteed_gpus": 0, "burst_limit_gpus": 0, "weight": 1.0}]
     rows = [job(f"t{i}", gpus=1, mem=80, duration=10 * HOUR) for i in range(8)]
     rows += [job("serve", submit=600, duration=10 * HOUR, gpus=1, mem=80, kind="inference", priority="production",

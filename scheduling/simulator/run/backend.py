@@ -44,7 +44,7 @@ class Backend:
         self.team_units: dict[str, float] = {}
         self.queues = tuple(Queue(team=t.name, guaranteed_gpus=t.guaranteed_gpus,
                                   burst_limit_gpus=t.burst_limit_gpus, weight=t.weight) for t in spec.teams)
-        if mode.serving_unqueued:  # serving's namespaces, which no ClusterQueue covers (SERVING_UNQUEUED)
+        if mode.serving_unqueued:  # serving's namespaces, outside every team's queue (SERVING_UNQUEUED, _OWN_QUEUE)
             self.queues += tuple(Queue(team=f"{t.name}/serving", guaranteed_gpus=float(spec.gpus),
                                        burst_limit_gpus=None, weight=t.weight) for t in spec.teams)
         self.caps = {t.name: t.burst_limit_gpus for t in spec.teams}

@@ -67,6 +67,14 @@ SERVING_IN_TEAM_QUOTA = frozenset({"k8s-naive"})
 # guarantee is the whole cluster, so it never borrows, never binds a training queue's quota, and
 # preempts any lower-priority pod for room, as DefaultPreemption does (engine/actions/evict.py).
 SERVING_UNQUEUED = frozenset({"kueue", "kueue-mig"})
+# Volcano baselines whose serving has a Volcano Queue of its own (issue 18): production inference
+# is a Deployment with schedulerName: volcano (one scheduler for the GPU nodes: kube-scheduler
+# beside it on the same nodes would race it), annotated scheduling.volcano.sh/queue-name for a
+# serving Queue whose deserved covers serving's peak, reclaimable: false, with the production
+# PriorityClass (docs/reference/baselines.md). The engine sees the same queue row as
+# SERVING_UNQUEUED (its guarantee, the whole cluster, acts as serving's peak while serving asks
+# less): serving never waits for a training team's capability and never uses its share.
+SERVING_OWN_QUEUE = frozenset({"volcano"})
 
 
 @dataclass(frozen=True)
@@ -80,7 +88,7 @@ class Mode:
     #                   where the node's device plugin shares) and counts as one in its quota
     mig_static: bool  # MIG GPUs start with a fixed layout (STATIC_MIG) and keep it
     serving_apart: bool  # production serving is outside its team's namespace quota
-    serving_unqueued: bool  # ... and outside the engine's quotas too (SERVING_UNQUEUED)
+    serving_unqueued: bool  # ... and outside the teams' engine quotas too (SERVING_UNQUEUED, SERVING_OWN_QUEUE)
 
 
 def mode_for(name: str) -> Mode:
@@ -89,7 +97,7 @@ def mode_for(name: str) -> Mode:
                 timeslice=name == TIMESLICE, whole=not (features.mig or features.sharing),
                 mig_static=features.mig_static,
                 serving_apart=name not in SERVING_IN_TEAM_QUOTA,
-                serving_unqueued=name in SERVING_UNQUEUED)
+                serving_unqueued=name in SERVING_UNQUEUED | SERVING_OWN_QUEUE)
 
 
 def known_policies() -> tuple[str, ...]:
