@@ -42,12 +42,10 @@ def _mig_free_units(gpu: GpuState) -> float:
     """gpu_free_units of a usable MIG GPU, without a pass over its instances when all are in
     use (`busy` counts them): their compute slices are then all it has made (compute_used).
     Most MIG GPUs of a busy cluster are full, and every cycle asks for each."""
+    if gpu.busy != len(gpu.instances):
+        return gpu_free_units(gpu)
     geometry = gpu.mig_geometry
-    if gpu.busy == len(gpu.instances):
-        busy = gpu.compute_used
-    else:
-        busy = sum(i[0].compute_slices for i in gpu.instances.values() if i[1] is not None)
-    return (geometry.compute_slices - busy) / geometry.compute_slices
+    return (geometry.compute_slices - gpu.compute_used) / geometry.compute_slices
 
 
 def model_supply(session: Session) -> dict[str, ModelSupply]:

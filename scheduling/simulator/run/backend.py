@@ -32,6 +32,12 @@ TIMESLICE_MEMORY_GB = 0.001  # what a time-sliced job declares: memory is not lo
 SIM_HOST_MEMORY_GB = 4.0  # host RAM per member: the workloads give none, so it never binds
 
 
+def serving_namespace(team: str) -> str:
+    """The namespace a team's production serving runs in when it is kept apart from its training
+    (Backend.namespace), and the engine's queue row for it where no team's queue counts it."""
+    return f"{team}/serving"
+
+
 class Backend:
     def __init__(self, spec: ClusterSpec, infos: dict[str, NodeInfo], mode: Mode):
         self.spec, self.infos, self.mode = spec, infos, mode
@@ -45,7 +51,7 @@ class Backend:
         self.queues = tuple(Queue(team=t.name, guaranteed_gpus=t.guaranteed_gpus,
                                   burst_limit_gpus=t.burst_limit_gpus, weight=t.weight) for t in spec.teams)
         if mode.serving_unqueued:  # serving's namespaces, outside every team's queue (SERVING_UNQUEUED, _OWN_QUEUE)
-            self.queues += tuple(Queue(team=f"{t.name}/serving", guaranteed_gpus=float(spec.gpus),
+            self.queues += tuple(Queue(team=serving_namespace(t.name), guaranteed_gpus=float(spec.gpus),
                                        burst_limit_gpus=None, weight=t.weight) for t in spec.teams)
         self.caps = {t.name: t.burst_limit_gpus for t in spec.teams}
         self.max_per_node = max(g.gpus_per_node for g in spec.groups)
@@ -265,7 +271,7 @@ class Backend:
         """The Kubernetes namespace whose ResourceQuota a job's pods count against: its team's,
         or (serving apart) a serving namespace whose quota is sized to its peak and never binds."""
         if self.mode.serving_apart and job.spec.priority == PRODUCTION:
-            return f"{job.spec.team}/serving"
+            return serving_namespace(job.spec.team)
         return job.spec.team
 
     def admitted(self, jobs: list[SimJob]) -> list[Job]:
