@@ -19,7 +19,7 @@ from .plan import PendingInfo, pending_info
 from .reasons import WaitingReason
 from .sharing import no_sharing_reason
 from .supply import release_curve
-from .tiers import tier_order
+from .tiers import tier_order, why_not_spot
 from .types import Job
 from .wording import gpu_count, gpus, wait
 
@@ -163,15 +163,22 @@ def _whole_reason(session: Session, job: Job, models: Models) -> Reason:
     best, other = _largest_free_group(session, job, models)
     names = "/".join(models)
     if members > 1 and total > session.max_gpus_per_node and session.features.gang:
-        free_nodes = sum(len(b.get(session.max_gpus_per_node, {}))
-                         for (m, _), b in session.whole.items() if m in models)
+        allowed = tier_order(job, session.features.tiers)
+        usable = banned = 0
+        for (m, tier), buckets in session.whole.items():
+            if m in models:
+                free_nodes = len(buckets.get(session.max_gpus_per_node, {}))
+                usable, banned = (usable + free_nodes, banned) if tier in allowed else (usable, banned + free_nodes)
+        if usable < members <= usable + banned:
+            return (WaitingReason.TIER, f"{why_not_spot(job)}; {banned} of the {usable + banned} fully free "
+                    f"nodes are spot")
         return (WaitingReason.NO_GANG_GROUP, f"needs {members} × {gpu_count(count, names)} on nodes under one "
-                f"leaf switch; {free_nodes} fully free nodes now")
+                f"leaf switch; {usable} fully free nodes now")
     if best >= total:
         return (WaitingReason.HOST_RESOURCES, f"needs {job.cpu_cores:g} CPU cores and {job.memory_gb:g} GB "
                 f"RAM beside its GPUs; no node with {gpu_count(total, free=True)} has that much left")
-    if other >= total and job.production:
-        return (WaitingReason.TIER, f"production inference never runs on spot; only spot nodes have "
+    if other >= total:  # `other` counts only tiers the job may not use
+        return (WaitingReason.TIER, f"{why_not_spot(job)}; only spot nodes have "
                 f"{gpu_count(total, names, free=True)}")
     return (WaitingReason.NO_FREE_GPUS, f"needs {gpu_count(total, names)} on {_node_word(session, models)}; "
             f"the largest free group is {best}")

@@ -83,7 +83,7 @@ def check_plan(before, plan, policy):
         j = pending[bind.job_id]
         members[j.id] += 1
         n = nodes[bind.node]
-        if policy == "tessera" and j.production:
+        if policy == "tessera" and (j.production or (j.gang_size > 1 and not j.checkpoints)):
             assert n.tier != "spot"
         for alloc in bind.allocations:
             if alloc.mig_profile:
