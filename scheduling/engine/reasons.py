@@ -42,8 +42,7 @@ class WaitingReason(_Coded):
     GANG_INCOMPLETE = "gang-incomplete", "Fewer of its pods exist than its pod group's minMember; none starts before."
     PODS_GONE = "pods-gone", "Its pods were stopped (preempted, evicted, node lost); it waits for new ones."
     HOST_RESOURCES = "host-resources", "Nodes with enough free GPUs lack the CPU cores or RAM it needs."
-    TIER = "tier", ("Only spot nodes have room, and it may not run on spot (production inference, or a "
-                    "gang that does not checkpoint).")
+    TIER = "tier", "Only spot nodes have room; production inference and gangs without checkpoints avoid spot."
     NO_FREE_GPUS = "no-free-gpus", "Not enough free whole GPUs on any node it may use."
     REPARTITION_PENDING = "repartition-pending", "A GPU is being repartitioned to make a slice for it."
     NO_SLICE = "no-slice", "No MIG slice or GPU share that holds its memory need is free."
@@ -67,8 +66,7 @@ class IdleCause(_Coded):
     RESERVED = "reserved", "Held for a blocked job's reservation; nothing short enough to backfill."
     PREEMPTION_PENDING = "preemption-pending", "Held for a job whose victims are still stopping."
     QUOTA = "quota", "The job that would use it is at its team's quota or burst limit."
-    TIER = "tier", ("Only jobs that may not use its tier would fit (production inference, or a gang that "
-                    "does not checkpoint, on spot).")
+    TIER = "tier", "Only jobs kept off its tier would fit (production, or gangs without checkpoints, on spot)."
     GPU_MODEL = "gpu-model", "Only jobs that name other GPU models would fit."
     MIG_LAYOUT = "mig-layout", ("Its MIG layout (or whole mode) has no slice of the shape a job needs, "
                                 "or MIG GPUs on its node leave too few whole GPUs for one.")
