@@ -21,6 +21,9 @@ from django.db import OperationalError, close_old_connections, transaction
 from django.utils import timezone
 
 from agents import actions, runtime, services
+from agents.actions.bind import bind_request
+from agents.actions.pods import attempt_binds
+from agents.actions.state import HOLDING
 from agents.backends.base import ENV_RESUME
 from agents.backends.simulated import SimConfig, SimNode, SimulatedBackend
 from portal.models import Team
@@ -87,8 +90,8 @@ def setup(backend: SimulatedBackend) -> None:
         backend.ensure_node(SimNode(name=node.name, gpu_model=node.gpu_model, gpu_count=len(gpus),
                                     gpu_memory_mib=int(max((g.memory_gb for g in gpus), default=0) * 1024),
                                     leaf_switch=node.leaf_switch.name, tier=node.tier.name))
-    for job in Job.objects.filter(status__in=actions.HOLDING).select_related("team", "project", "priority_class"):
-        if not actions.attempt_binds(job):
+    for job in Job.objects.filter(status__in=HOLDING).select_related("team", "project", "priority_class"):
+        if not attempt_binds(job):
             adopt(backend, job)
 
 
@@ -112,7 +115,7 @@ def adopt(backend: SimulatedBackend, job: Job) -> None:
             defaults={"kind": "bind", "job": job, "node": placements[0].gpu.node, "payload": payload})
         # It has been working since it started: the pod resumes from that much done.
         done = job.progress_s + (timezone.now() - job.started_at).total_seconds()
-        request = actions.bind_request(action, job, len(by_node))
+        request = bind_request(action, job, len(by_node))
         env = tuple((k, str(done) if k == ENV_RESUME else v) for k, v in request.env)
         backend.bind(dataclasses.replace(request, env=env))
         # The bind below finds the pod bound and bills from when the cluster says it started.

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from agents import runtime
-from agents.actions import job_pods
+from agents.actions.pods import job_pods
 from agents.backends.base import Backend, BackendError, TransientBackendError
 from scheduling.models import Job
 

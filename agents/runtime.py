@@ -43,7 +43,7 @@ def kubernetes_config():
 
 def simulated_backend(path: str | Path | None = None):
     """The simulated cluster, its workloads confirming checkpoints through the endpoint's service."""
-    from agents.actions import confirm_simulated
+    from agents.actions.checkpoint import confirm_simulated
     from agents.backends.simulated import SimulatedBackend
 
     return SimulatedBackend(path or settings.TESSERA_SIMULATED_STATE, confirm=confirm_simulated)

@@ -2,7 +2,7 @@
 
 Every function is safe to run twice or concurrently: rows change through conditional UPDATEs
 and row locks, backend calls are idempotent, and multi-step work lives in ActionRequest rows
-(agents/actions.py) that any later run picks up where the last one stopped.
+(agents/actions/) that any later run picks up where the last one stopped.
 """
 
 from __future__ import annotations
@@ -18,16 +18,9 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from agents import observe
-from agents.actions import (
-    CONFIRMED,
-    HOLDING,
-    REQUESTED,
-    attempt_binds,
-    bind_refusal_release,
-    job_pods,
-    pod_stop,
-    stop_pods,
-)
+from agents.actions.bind import bind_refusal_release
+from agents.actions.pods import attempt_binds, job_pods, pod_stop, stop_pods
+from agents.actions.state import CONFIRMED, HOLDING, REQUESTED
 from agents.backends.base import RECLAIM_TAINT, Backend, JobObservation, JobStatus, NodeInventory
 from agents.inventory import inventory_sync, jobs_release_on_node
 from agents.native import native_stop, native_waiting_gone

@@ -1,4 +1,4 @@
-"""Celery tasks: each takes ids, calls a service in agents/services.py or agents/actions.py, and
+"""Celery tasks: each takes ids, calls a service in agents/services.py or agents/actions/, and
 queues follow-up work on the queue it came from. All of them are idempotent, so a retried,
 duplicated or redelivered task changes nothing twice; transient failures (the database or the
 cluster API briefly away) retry with exponential backoff."""
@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from agents import actions, runtime, services
+from agents.actions.state import REQUESTED
 from agents.backends.base import TransientBackendError
 from agents.native import native_intake
 from agents.waiting_events import waiting_events_record
@@ -68,7 +69,7 @@ def _waiting_events() -> None:
 @shared_task(bind=True, name="agents.execute_action", **RETRYING)
 def execute_action(self, action_id: int) -> str:
     state = actions.action_advance(action_id=action_id, backend=runtime.backend())
-    if state == actions.REQUESTED:  # waiting on the cluster (a checkpoint, a pod going away)
+    if state == REQUESTED:  # waiting on the cluster (a checkpoint, a pod going away)
         execute_action.apply_async((action_id,), countdown=settings.TESSERA_ACTION_POLL_S, queue=_queue(self))
     return state
 
@@ -89,7 +90,7 @@ def resume_actions() -> dict:
     backend = runtime.backend()
     states = {action_id: actions.action_advance(action_id=action_id, backend=backend)
               for action_id in services.requested_actions()}
-    return {"advanced": len(states), "still_waiting": sorted(a for a, s in states.items() if s == actions.REQUESTED)}
+    return {"advanced": len(states), "still_waiting": sorted(a for a, s in states.items() if s == REQUESTED)}
 
 
 @shared_task(name="agents.ping")

@@ -4,7 +4,7 @@ rebinds) and whoever reads it (the snapshot counts it in flight, the workers car
 
 Job ids are the database's integers here; the engine's string ids are made from them in one
 place (the snapshot). A row's payload also holds the workers' progress (`phase`, `asked_at`,
-... in agents/actions.py): `from_payload` reads only the request's own fields (pydantic checks
+... in agents/actions/): `from_payload` reads only the request's own fields (pydantic checks
 them) and refuses a payload that lacks one or has one of the wrong type.
 """
 

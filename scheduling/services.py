@@ -48,7 +48,7 @@ RELEASE_STATUSES = {
     "evicted": Job.Status.PREEMPTED,  # the cluster removed its pod (drain, taint eviction, PodGC)
     "spot-reclaimed": Job.Status.PREEMPTED,
     "bind-failed": Job.Status.PENDING,
-    "bind-refused": Job.Status.FAILED,  # the cluster will not run it (agents/actions.py)
+    "bind-refused": Job.Status.FAILED,  # the cluster will not run it (agents/actions/bind.py)
     "completed": Job.Status.COMPLETED,
     "failed": Job.Status.FAILED,
     "cancelled": Job.Status.CANCELLED,

@@ -3,19 +3,17 @@
 Nodes come from GPU Feature Discovery labels; a job is pods with our schedulerName in the team's
 namespace, bound with the binding subresource; preemption annotates, then deletes with a grace
 period; MIG layouts change through mig-manager's `nvidia.com/mig.config` node label.
+Its parts beside this file: the API's errors in our words (k8s_errors.py), one pod's calls
+(k8s_pod_calls.py), the namespaces pods may go to (k8s_namespaces.py), MIG labels (k8s_mig.py),
+gangs' Services (k8s_rendezvous.py) and other controllers' pods (k8s_intake.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import json
-import re
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -25,7 +23,6 @@ from agents.backends.base import (
     CheckpointRequest,
     Conflict,
     JobObservation,
-    MigStrategy,
     NodeInventory,
     Outcome,
     PreemptRequest,
@@ -33,21 +30,20 @@ from agents.backends.base import (
     RendezvousService,
     RepartitionRequest,
     RepartitionState,
-    TransientBackendError,
 )
 from agents.backends.k8s_channel import channel_secret_manifest
+from agents.backends.k8s_errors import with_api_errors
 from agents.backends.k8s_events import PodEvents
 from agents.backends.k8s_intake import NativeIntake
 from agents.backends.k8s_mig import MigLabels
 from agents.backends.k8s_native import secret_owner
 from agents.backends.k8s_pod_cache import PodCache
+from agents.backends.k8s_pod_calls import PodCalls
 from agents.backends.k8s_podgroups import PodGroups
 from agents.backends.k8s_reading import (
-    GFD_MIG_STRATEGY,
     devices_held_by_others,
     mig_held,
     node_inventory,
-    node_share,
     pod_observation,
     replicas_held,
 )
@@ -81,58 +77,11 @@ class KubernetesConfig:
     watch_pods: bool = False
 
 
-# Never a job's namespace, whatever a team is called: the cluster's own and Tessera's.
-SYSTEM_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease", "default", "tessera-system",
-                               "gpu-operator", "nvidia-gpu-operator"})
-
-
 # Seconds a page waits for a pod's log before saying the cluster did not answer.
 LOG_TIMEOUT_S = 5.0
-RETRYABLE_STATUSES = {429, 500, 502, 503, 504}
-# Refusals a retry cannot mend: validation (400, 422) and admission or authorization (403).
-REFUSED_STATUSES = {400, 403, 422}
-RBAC_DENIAL = re.compile(r'User "[^"]*" cannot ')
 
 
-def cluster_words(exc: ApiException) -> str:
-    """The API server's own message (its Status body), else the HTTP reason."""
-    try:
-        message = json.loads(exc.body or "{}").get("message")
-    except (ValueError, AttributeError):
-        message = None
-    return message or f"{exc.status} {exc.reason}"
-
-
-@contextmanager
-def api_errors():
-    """A throttled, overloaded or unreachable API server (a restart refuses connections: urllib3's
-    MaxRetryError) becomes a TransientBackendError, which the workers retry with backoff; a refusal
-    for good becomes Refused, in the cluster's words; other API errors stay what they are."""
-    try:
-        yield
-    except ApiException as exc:
-        if exc.status in RETRYABLE_STATUSES:
-            raise TransientBackendError(f"Kubernetes API answered {exc.status}: {exc.reason}") from exc
-        if exc.status == 403 and RBAC_DENIAL.search(cluster_words(exc)):
-            # Tessera's own rights, not the job: a restarting server denies until its RBAC cache has
-            # synced (seen on the real one), and a wrong deploy/ needs the operator. Retried, logged.
-            raise TransientBackendError(f"Kubernetes API denied Tessera: {cluster_words(exc)}") from exc
-        if exc.status in REFUSED_STATUSES:
-            raise Refused(cluster_words(exc)) from exc
-        raise
-    except urllib3.exceptions.HTTPError as exc:  # connection refused or reset, timed out
-        raise TransientBackendError(f"Kubernetes API unreachable: {exc}") from exc
-
-
-def _api_errors(method):
-    @functools.wraps(method)
-    def wrapper(*args, **kwargs):
-        with api_errors():
-            return method(*args, **kwargs)
-    return wrapper
-
-
-class KubernetesBackend(MigLabels, RendezvousServices, NativeIntake):
+class KubernetesBackend(MigLabels, RendezvousServices, NativeIntake, PodCalls):
     def __init__(self, config: KubernetesConfig | None = None) -> None:
         self.config = config or KubernetesConfig()
         self.core = client.CoreV1Api(self.config.api_client)
@@ -141,23 +90,23 @@ class KubernetesBackend(MigLabels, RendezvousServices, NativeIntake):
         self.podgroups = PodGroups(self.config.api_client, self.config.request_timeout_s)
 
     # Native pods (agents/backends/k8s_intake.py), with the API's errors in our words.
-    native_pods = _api_errors(NativeIntake.native_pods)
-    native_label = _api_errors(NativeIntake.native_label)
-    native_delete_owner = _api_errors(NativeIntake.native_delete_owner)
+    native_pods = with_api_errors(NativeIntake.native_pods)
+    native_label = with_api_errors(NativeIntake.native_label)
+    native_delete_owner = with_api_errors(NativeIntake.native_delete_owner)
 
-    @_api_errors
+    @with_api_errors
     def pod_groups(self, namespace: str) -> dict[str, dict]:
         """The namespace's scheduler-plugins PodGroups by name (agents/backends/k8s_podgroups.py)."""
         return self.podgroups.in_namespace(namespace)
 
-    @_api_errors
+    @with_api_errors
     def scheduling_pod_groups(self, namespace: str) -> dict[str, dict]:
         """The namespace's Kubernetes (scheduling.k8s.io) PodGroups by name; {} where not served."""
         return self.podgroups.scheduling_in_namespace(namespace)
 
     # -- inventory -------------------------------------------------------------------------
 
-    @_api_errors
+    @with_api_errors
     def inventory(self) -> list[NodeInventory]:
         nodes = self.core.list_node(
             label_selector=self.config.gpu_node_selector,
@@ -183,7 +132,7 @@ class KubernetesBackend(MigLabels, RendezvousServices, NativeIntake):
 
     # -- jobs ------------------------------------------------------------------------------
 
-    @_api_errors
+    @with_api_errors
     def bind(self, req: BindRequest) -> Outcome:
         pod = self._read_pod(req.namespace, req.pod_name)
         if pod is None and req.native:  # someone else's pod: Tessera has nothing to create it from
@@ -212,7 +161,7 @@ class KubernetesBackend(MigLabels, RendezvousServices, NativeIntake):
                                f"Successfully assigned {req.namespace}/{req.pod_name} to {req.node_name} ({what})")
         return outcome
 
-    @_api_errors
+    @with_api_errors
     def request_checkpoint(self, req: CheckpointRequest) -> Outcome:
         pod = self._read_pod(req.namespace, req.pod_name)
         if pod is None:
@@ -228,7 +177,7 @@ class KubernetesBackend(MigLabels, RendezvousServices, NativeIntake):
                            f"Tessera asked for checkpoint {req.checkpoint_id} ({req.reason})")
         return Outcome.DONE
 
-    @_api_errors
+    @with_api_errors
     def preempt(self, req: PreemptRequest) -> Outcome:
         pod = self._read_pod(req.namespace, req.pod_name)
         if pod is None:
@@ -253,11 +202,11 @@ class KubernetesBackend(MigLabels, RendezvousServices, NativeIntake):
             raise
         return Outcome.DONE
 
-    @_api_errors
+    @with_api_errors
     def rendezvous_services(self) -> list[RendezvousService]:
         return self._rendezvous_services()  # agents/backends/k8s_rendezvous.py
 
-    @_api_errors
+    @with_api_errors
     def remove_rendezvous_service(self, namespace: str, name: str) -> Outcome:
         return self._remove_rendezvous_service(namespace, name)
 
@@ -268,17 +217,17 @@ class KubernetesBackend(MigLabels, RendezvousServices, NativeIntake):
 
     # -- MIG -------------------------------------------------------------------------------
 
-    @_api_errors
+    @with_api_errors
     def repartition(self, req: RepartitionRequest) -> Outcome:
         return self._repartition(req)  # agents/backends/k8s_mig.py
 
-    @_api_errors
+    @with_api_errors
     def repartition_state(self, node_name: str) -> RepartitionState:
         return self._repartition_state(node_name)
 
     # -- observations ----------------------------------------------------------------------
 
-    @_api_errors
+    @with_api_errors
     def poll_observations(self) -> list[JobObservation]:
         if self.config.watch_pods:
             self.pods.start()  # its first list runs beside ours: the next poll reads the cache
@@ -290,7 +239,7 @@ class KubernetesBackend(MigLabels, RendezvousServices, NativeIntake):
         )
         return [obs for obs in map(pod_observation, pods.items) if obs is not None]
 
-    @_api_errors
+    @with_api_errors
     def job_observations(self, job_id: str) -> list[JobObservation]:
         # The API server filters by the job's label: one job's pods cross the wire, not the
         # cluster's (a full list took 0.67 s at 2,000 pods in every action step).
@@ -301,7 +250,7 @@ class KubernetesBackend(MigLabels, RendezvousServices, NativeIntake):
 
     # -- helpers ---------------------------------------------------------------------------
 
-    @_api_errors
+    @with_api_errors
     def pod_log(self, namespace: str, pod_name: str, tail_lines: int, limit_bytes: int) -> str | None:
         self._allowed_namespace(namespace)
         try:
@@ -312,104 +261,6 @@ class KubernetesBackend(MigLabels, RendezvousServices, NativeIntake):
             if exc.status != 404:
                 raise
             return None
-
-    def _read_pod(self, namespace: str, name: str) -> Any:
-        try:
-            return self.core.read_namespaced_pod(
-                name, namespace, _request_timeout=self.config.request_timeout_s
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-
-    def _create_pod(self, req: BindRequest) -> Any:
-        self._require_namespace(req.namespace)
-        req = self._share_on_node(req)
-        manifest = m.pod_manifest(req, self.config.scheduler_name, self._mig_as_gpu(req))
-        try:
-            return self.core.create_namespaced_pod(
-                req.namespace, manifest, _request_timeout=self.config.request_timeout_s
-            )
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
-        # Someone (a retried task) created it between our read and our create: use theirs.
-        return self.core.read_namespaced_pod(req.pod_name, req.namespace)
-
-    def _create_token_secret(self, req: BindRequest, pod_uid: str) -> None:
-        self._create_secret(req.namespace, m.token_secret_manifest(req, pod_uid))
-
-    def _create_secret(self, namespace: str, manifest: dict) -> None:
-        """Create a token Secret; one already there holds the same token (a retried bind derives
-        the same one), so the backend needs no right to read or change Secrets."""
-        try:
-            self.core.create_namespaced_secret(namespace, manifest, _request_timeout=self.config.request_timeout_s)
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
-
-    def namespace_allowed(self, namespace: str) -> bool:
-        """Whether job pods may run in the namespace (config.namespaces, never the cluster's own)."""
-        try:
-            self._allowed_namespace(namespace)
-        except Refused:
-            return False
-        return True
-
-    def _allowed_namespace(self, namespace: str) -> None:
-        allowed = self.config.namespaces
-        system = SYSTEM_NAMESPACES | {self.config.mig_parted_namespace}  # wherever the GPU Operator runs
-        if namespace in system or (allowed is not None and namespace not in allowed):
-            raise Refused(f"namespace {namespace!r} is not one Tessera may place pods in")
-
-    def _require_namespace(self, namespace: str) -> None:
-        self._allowed_namespace(namespace)
-        try:
-            self.core.read_namespace(namespace, _request_timeout=self.config.request_timeout_s)
-        except ApiException as exc:
-            if exc.status == 404:
-                raise Refused(f"team namespace {namespace!r} does not exist") from exc
-            raise
-
-    def _share_on_node(self, req: BindRequest) -> BindRequest:
-        """A share asks for a replica as its node's device plugin offers them now (k8s_reading.node_share)."""
-        if req.share is None:
-            return req
-        node = self.core.read_node(req.node_name, _request_timeout=self.config.request_timeout_s)
-        return dataclasses.replace(req, share=node_share(node, req.share))
-
-    def _mig_as_gpu(self, req: BindRequest) -> bool:
-        if req.mig_profile is None:
-            return False
-        strategy = self._node_labels(req.node_name).get(GFD_MIG_STRATEGY)
-        return strategy == MigStrategy.SINGLE.value
-
-    def _post_binding(self, req: BindRequest) -> Outcome:
-        body = m.binding_manifest(req.pod_name, req.namespace, req.node_name)
-        try:
-            # _preload_content=False: the server answers a Status, which the client would try to
-            # read as a V1Binding and fail on (kubernetes-client/python #547, #825).
-            response = self.core.create_namespaced_pod_binding(
-                req.pod_name, req.namespace, body, _preload_content=False,
-                _request_timeout=self.config.request_timeout_s,
-            )
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
-            pod = self._read_pod(req.namespace, req.pod_name)  # a retry raced us: who won?
-            if pod is not None and pod.spec.node_name == req.node_name:
-                return Outcome.ALREADY_DONE
-            raise Conflict(f"binding {req.namespace}/{req.pod_name} refused: {exc.reason}") from exc
-        response.read()  # drain first: an unread body would poison the pooled connection
-        response.release_conn()
-        return Outcome.DONE
-
-    def _annotate(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
-        self.core.patch_namespaced_pod(
-            name, namespace, m.annotation_patch(annotations), _content_type=m.MERGE_PATCH,
-            _request_timeout=self.config.request_timeout_s,
-        )
 
     def _node_labels(self, node_name: str) -> dict[str, str]:
         node = self.core.read_node(node_name, _request_timeout=self.config.request_timeout_s)

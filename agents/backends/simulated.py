@@ -75,7 +75,7 @@ class SavedCheckpoint:
 
 
 # Called with each saved checkpoint until it answers True (recorded for good), as a real workload
-# retries until the endpoint says 2xx. The workers pass agents.actions.confirm_simulated.
+# retries until the endpoint says 2xx. The workers pass agents.actions.checkpoint.confirm_simulated.
 Confirm = Callable[[SavedCheckpoint], bool]
 
 

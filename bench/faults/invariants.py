@@ -28,7 +28,7 @@ def unreconciled_pods(state: dict) -> list[str]:
 
 def _current_pods() -> dict[str, set[str]]:
     """Job id -> the pod names of its current run, for every job that holds GPUs."""
-    from agents.actions import job_pods
+    from agents.actions.pods import job_pods
     from scheduling.models import Job
 
     return {str(job.pk): set(job_pods(job)) for job in Job.objects.filter(status__in=Job.HOLDING_STATUSES)}
@@ -150,7 +150,7 @@ def _ledger() -> list[str]:
 
 def _pods_of_holding_jobs(state: dict, jobs) -> list[str]:
     """Nothing lost: a job the database says runs has its pods in the cluster (bound and alive)."""
-    from agents.actions import attempt_binds, job_pods
+    from agents.actions.pods import attempt_binds, job_pods
 
     found = []
     for job in jobs:

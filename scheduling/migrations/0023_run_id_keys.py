@@ -1,6 +1,6 @@
 """The keys of a started job's run end in its run id (microseconds since the epoch), not its start
 second (scheduling.models.run_id): rename those of the runs going on, so that the workers still find
-their binds (agents.actions.attempt_binds) and no stop is asked twice."""
+their binds (agents.actions.pods.attempt_binds) and no stop is asked twice."""
 
 from datetime import UTC, datetime, timedelta
 

@@ -6,6 +6,7 @@ server that is restarting is retried and nothing is lost. tests/kube/ does the s
 import pytest
 
 from agents import actions
+from agents.actions.bind import MAX_BIND_TRIES
 from agents.backends import Refused
 from agents.backends.base import TransientBackendError
 from agents.backends.k8s_manifests import LABEL_JOB
@@ -87,16 +88,16 @@ def test_a_command_that_does_not_parse_fails_at_once_and_is_never_placed_again(b
 
 def test_a_conflicting_bind_is_requeued_a_bounded_number_of_times_then_fails(backend, kube, world):
     job = world.jobs[0]
-    for attempt in range(1, actions.MAX_BIND_TRIES + 1):
+    for attempt in range(1, MAX_BIND_TRIES + 1):
         job, bind, _placement = placed(world, ago_s=100 - attempt)
         # Another job's pod holds the name the bind wants (a stale pod, another installation).
         stale = {"name": bind.payload["pod_name"], "labels": {"tessera.io/job-id": "999"}}
         kube.add_pod(world.team.name, {"metadata": stale, "spec": {"containers": []}})
         assert actions.action_advance(action_id=bind.pk, backend=backend) == "failed"
         job.refresh_from_db()
-        expected = "failed" if attempt == actions.MAX_BIND_TRIES else "pending"
+        expected = "failed" if attempt == MAX_BIND_TRIES else "pending"
         assert job.status == expected, f"after refusal {attempt}"
-    assert JobEvent.objects.filter(job=job, kind="bind-failed").count() == actions.MAX_BIND_TRIES - 1
+    assert JobEvent.objects.filter(job=job, kind="bind-failed").count() == MAX_BIND_TRIES - 1
     assert "refused 3 binds" in JobEvent.objects.get(job=job, kind="bind-refused").message
     assert_nothing_billed(job)
 

@@ -10,6 +10,7 @@ from django.test import Client
 from django.utils import timezone
 
 from agents import actions
+from agents.actions.checkpoint import CONFIRM_MARGIN_S
 from agents.backends import BindRequest, Outcome, PreemptRequest
 from agents.backends import k8s_manifests as m
 from scheduling.models import ActionRequest, Job, Placement, run_id
@@ -124,7 +125,7 @@ def bound(db, backend, kube):
 def test_a_bound_pod_confirms_with_its_secret_and_the_workers_see_it(bound, backend, kube):
     job, pod_name, token = bound
     pod = kube.pod(job.team.name, pod_name)
-    assert pod["spec"]["terminationGracePeriodSeconds"] == 45 + actions.CONFIRM_MARGIN_S
+    assert pod["spec"]["terminationGracePeriodSeconds"] == 45 + CONFIRM_MARGIN_S
     ask = ActionRequest.objects.create(key=f"checkpoint:{job.pk}:9", kind="checkpoint", job=job,
                                        payload={"job_id": job.pk})
     assert actions.action_advance(action_id=ask.pk, backend=backend) == "requested"

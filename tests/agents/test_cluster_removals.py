@@ -8,6 +8,7 @@ import pytest
 from django.utils import timezone
 
 from agents import actions, services
+from agents.actions.bind import MAX_BIND_TRIES
 from billing.models import UsageInterval
 from scheduling.models import JobEvent
 from tests.agents.placing import assert_nothing_billed, placed, vision_world
@@ -91,7 +92,7 @@ def test_a_pod_that_cannot_start_fails_its_job_with_the_reason_and_bills_nothing
 
 
 def test_a_kubelet_admission_refusal_requeues_then_fails_a_bounded_number_of_times(world, backend, kube):
-    for attempt in range(1, actions.MAX_BIND_TRIES + 1):
+    for attempt in range(1, MAX_BIND_TRIES + 1):
         time.sleep(1.05)  # each run in a second of its own (bind keys end in the run's start second)
         job, bind, _placement = placed(world, ago_s=0)  # billed from its bind: after the last run's
         actions.action_advance(action_id=bind.pk, backend=backend)
@@ -100,7 +101,7 @@ def test_a_kubelet_admission_refusal_requeues_then_fails_a_bounded_number_of_tim
                                    "capacity: 8")
         services.reconcile(backend=backend, now=later())
         job.refresh_from_db()
-        assert job.status == ("failed" if attempt == actions.MAX_BIND_TRIES else "pending"), f"refusal {attempt}"
+        assert job.status == ("failed" if attempt == MAX_BIND_TRIES else "pending"), f"refusal {attempt}"
     assert "OutOfnvidia.com/gpu: Pod Node didn't have enough resource" in \
         JobEvent.objects.get(job=job, kind="bind-refused").message
     assert_nothing_billed(job)

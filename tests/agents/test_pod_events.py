@@ -3,7 +3,7 @@ in `kubectl describe pod`, a repeat is counted on one event, and a cluster that 
 never fails the action. tests/kube/test_inventory.py reads them back from the real API server."""
 
 from agents.backends import CheckpointRequest, Outcome, PreemptRequest, k8s_events
-from tests.agents.fake_kube_api import ApiError
+from tests.agents.fake_kube_wire import ApiError
 from tests.agents.k8s_schema import assert_valid
 from tests.agents.test_kubernetes_backend import _bind, cluster  # noqa: F401 - the fixture
 

@@ -150,7 +150,7 @@ def test_the_endpoint_is_in_the_openapi_schema(mine, django_user_model):
 
 
 def test_simulated_workloads_confirm_through_the_same_service(mine, tmp_path):
-    from agents.actions import confirm_simulated
+    from agents.actions.checkpoint import confirm_simulated
     from agents.backends import BindRequest, CheckpointRequest
     from agents.backends.simulated import ENV_GPU_INDEXES, SimNode, SimulatedBackend
 

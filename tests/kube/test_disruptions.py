@@ -17,7 +17,7 @@ from kubernetes import client
 from rest_framework.test import APIClient
 
 from agents import tasks
-from agents.actions import CONFIRM_MARGIN_S
+from agents.actions.checkpoint import CONFIRM_MARGIN_S
 from agents.backends.base import RECLAIM_TAINT
 from agents.backends.k8s_manifests import ANNOTATION_CHECKPOINT, TOKEN_KEY, token_secret_name
 from billing.models import UsageInterval

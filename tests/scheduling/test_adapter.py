@@ -8,7 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from agents.actions import attempt_binds
+from agents.actions.pods import attempt_binds
 from billing.models import UsageInterval
 from scheduling import engine
 from scheduling.apply import apply_plan

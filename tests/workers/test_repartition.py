@@ -4,6 +4,7 @@ import pytest
 from django.utils import timezone
 
 from agents import actions
+from agents.actions.state import REQUESTED
 from scheduling.models import ActionRequest, Gpu, MigInstance, Node
 
 pytestmark = pytest.mark.django_db
@@ -24,7 +25,7 @@ def repartition_request(node, index, layout, mig_enabled=True) -> ActionRequest:
 def advance_until_done(action, backend, steps=10) -> str:
     for _ in range(steps):
         state = actions.action_advance(action_id=action.pk, backend=backend, now=timezone.now())
-        if state != actions.REQUESTED:
+        if state != REQUESTED:
             return state
         backend.advance(1.0)
     return state
@@ -48,7 +49,7 @@ def test_a_second_change_of_the_same_node_waits_for_the_first(cluster):
     second = ActionRequest.objects.create(
         key="repartition:r-01:1:test", kind="repartition", node=node,
         payload={"node": "r-01", "gpu_index": 1, "mig_enabled": True, "layout": [["7g.80gb", 0]]})
-    assert actions.action_advance(action_id=second.pk, backend=cluster) == actions.REQUESTED
+    assert actions.action_advance(action_id=second.pk, backend=cluster) == REQUESTED
     assert not MigInstance.objects.filter(gpu__node=node, gpu__index=1).exists()
     assert advance_until_done(first, cluster) == "confirmed"
     assert advance_until_done(second, cluster) == "confirmed"
