@@ -28,8 +28,9 @@ def test_no_layout_change_on_a_node_whose_training_would_lose_work():
     assert [(r.node, r.mig_enabled) for r in plan.repartitions] == [("n2", True)]
     alone = schedule(snap([node("n1")], [inference("i", 15, cls="interactive")], busy))
     assert alone.repartitions == ()
-    # A service on the node loses nothing when stopped: it is carved.
-    served = [running(inference(f"s{i}", 80), "n1", [i]) for i in range(6)]
+    # A service on the node loses nothing when stopped: it is carved (not above the job's class:
+    # test_scenarios_burst_fallback.py).
+    served = [running(inference(f"s{i}", 80, cls="interactive"), "n1", [i]) for i in range(6)]
     plan = schedule(snap([node("n1")], [inference("i", 15, cls="interactive")], served))
     assert [(r.node, r.gpu_index) for r in plan.repartitions] == [("n1", 6)]
 
@@ -59,7 +60,7 @@ def test_busy_instances_are_never_removed():
     # (A 1g.10gb cannot start at slot 7: NVML places it at 0-6. The engine now refuses such a
     # layout as faulty instead of trusting it, so the idle small slice sits at 6 alone.)
     layouts = {0: [("3g.40gb", 0, "busy"), ("2g.20gb", 4, "busy2"), ("1g.10gb", 6, None)]}
-    busy = [running(inference("busy", 30), "n1", allocations=(
+    busy = [running(inference("busy", 30, cls="interactive"), "n1", allocations=(
         __import__("scheduling.engine", fromlist=["Allocation"]).Allocation(
             gpu_index=0, milli=429, memory_gb=39.5, mig_profile="3g.40gb", mig_start=0),))]
     plan = schedule(snap([node("n1", gpus=1, layouts=layouts)],

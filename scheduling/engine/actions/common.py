@@ -215,6 +215,19 @@ def burst_refusal(session: Session, job: Job, units: float, used: float | None =
             f"limit is {gpus(limit)} (guaranteed {gpus(q.guaranteed_gpus)})")
 
 
+def refuses_only_the_excess(session: Session, job: Job, units: float, used: float | None = None) -> bool:
+    """Whether the burst limit refuses production inference only because the place found is
+    bigger than its need (a sub-GPU replica on a whole GPU: its fallback when no slice or share
+    is free) while its need fits under the limit. The limit bounds what a team asks for, as
+    Kueue's quotas count requests; the excess, under one GPU, is the scheduler's choice for want
+    of a slice. Refused, two `search` replicas waited 5,010 s with 0.75 GPU left under its
+    limit and no slice anywhere (serving-heavy, tuning seed 103)."""
+    if not job.production:
+        return False
+    least = min_units(session, job)
+    return units > least + 1e-9 and refused(session, job, least, used, fair=False) is None
+
+
 def request_shape(session: Session, job: Job) -> RequestShape:
     """What placement depends on: jobs with the same shape fit in the same places. Taking
     capacity never makes room, so a shape that failed fails again until something is freed.
@@ -269,7 +282,7 @@ def try_place(session: Session, job: Job, allow_borrow: bool, fair: bool = True)
         return OVER_QUOTA
     if borrowed:
         refusal = burst_refusal(session, job, units, used_before, fair)
-        if refusal:
+        if refusal and not refuses_only_the_excess(session, job, units, used_before):
             stmt.discard()
             session.reasons[job.id] = refusal
             return DENIED
