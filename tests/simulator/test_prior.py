@@ -31,7 +31,7 @@ class Spy:
     def __init__(self, learned=(), seen=None):
         self.learned, self.seen = tuple(learned), [] if seen is None else seen
 
-    def for_workload(self, tasks, capacity):
+    def for_workload(self, tasks, capacity, cpu=0):
         return Spy(tasks, self.seen)
 
     def score(self, node, task, fm):

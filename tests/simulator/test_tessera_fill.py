@@ -5,6 +5,7 @@ import random
 from scheduling.engine.fragment.frag import FragModel, TypicalShape
 from scheduling.engine.fragment.shapes import NodeView, Request
 from scheduling.engine.fragment.tessera import (
+    PRESSURE_MIN_TASKS,
     TesseraScorer,
     cpu_per_gpu,
     model_pressure,
@@ -115,3 +116,28 @@ def test_bound_tessera_learns_prices_only_with_a_node_list():
     assert get_policy("tessera").for_workload(tasks).holes is None
     bound = get_policy("tessera").for_workload(tasks, {"G2": 3000})
     assert bound.holes is not None and len(bound.holes) == 1001
+
+
+# A CPU-bound prior: 4 cores per GPU task's GPU, 20 per GPU with the 16-core CPU-only tasks.
+CPU_BOUND = [Request(4000, 1, 1, 1000), Request(16_000, 1, 0, 0)] * (PRESSURE_MIN_TASKS // 2)
+
+
+def test_cpu_pressure_moves_stranding_to_all_tasks_cpu_per_gpu():
+    """Above a CPU pressure of 1 (here 20 cores asked per GPU, 12 in the cluster) the CPU-only
+    tasks take their share of every node's CPU left, so a free GPU needs 20 cores, not 4."""
+    bound = get_policy("tessera").for_workload(CPU_BOUND, {"G2": 8000}, cpu=8 * 12_000)
+    assert bound.cpg == 20_000
+    lean = NodeView("G2", 20_000, 1, (1000, 1000))  # 8 cores spare at 4 per GPU, short at 20
+    full = NodeView("G2", 10_000, 1, (0, 0))  # no free GPU: its CPU feeds nothing
+    assert bound.score(full, CPU_ONLY, FM) > bound.score(lean, CPU_ONLY, FM)
+    old = TesseraScorer(cpg=4000)  # what it was: both score FGD's 50
+    assert old.score(full, CPU_ONLY, FM) == old.score(lean, CPU_ONLY, FM)
+
+
+def test_below_pressure_1_or_on_a_small_prior_stranding_is_unchanged():
+    """The scorer's decisions stay those of the GPU tasks' CPU per GPU: on every trace but the
+    CPU-bound ones, and on the first doublings of the online prior, whose pressure is noise."""
+    tessera = get_policy("tessera")
+    assert tessera.for_workload(CPU_BOUND, {"G2": 8000}, cpu=8 * 24_000).cpg == 4000
+    assert tessera.for_workload(CPU_BOUND[:-2], {"G2": 8000}, cpu=8 * 12_000).cpg == 4000
+    assert tessera.for_workload(CPU_BOUND, {"G2": 8000}).cpg == 4000  # no cluster CPU: live engine

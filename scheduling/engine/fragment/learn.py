@@ -18,8 +18,11 @@ class Binding(NamedTuple):
     fm: FragModel
 
 
-def bind(policy: Scorer, tasks: Iterable[Request], capacity: Mapping[str, int] | None) -> Binding:
-    """The scorer with `tasks` as its prior; capacity is the cluster's GPU milli per model."""
+def bind(policy: Scorer, tasks: Iterable[Request], capacity: Mapping[str, int] | None,
+         cpu: int = 0) -> Binding:
+    """The scorer with `tasks` as its prior; capacity is the cluster's GPU milli per model, cpu
+    its milli-cores (0: unknown, as in the live engine's binding)."""
     tasks = list(tasks)
     learn = getattr(policy, "for_workload", None)
-    return Binding(learn(tasks, capacity or None) if learn else policy, FragModel.from_tasks(tasks))
+    return Binding(learn(tasks, capacity or None, cpu) if learn else policy,
+                   FragModel.from_tasks(tasks))

@@ -4,7 +4,9 @@ fill experiment's `tessera` (it was `tessera-fill` before the two became one).
 
 On top of FGD's drop in expected fragmentation, a candidate placement loses
 * STRAND_WEIGHT x the GPU milli it newly leaves the node's CPU unable to feed, at the workload's
-  CPU per GPU (tasks without a gpu_spec only);
+  CPU per GPU (tasks without a gpu_spec only). When the workload is CPU-bound (its tasks, CPU-only
+  ones included, ask more CPU per GPU than the cluster has), the CPU left will be shared with
+  the CPU-only tasks to come, so a free GPU needs the CPU per GPU of all tasks (strand_cpg);
 * RESERVE_WEIGHT x the node model's pressure (constrained demand over the model's capacity), for
   GPU tasks free to run on any model, so they keep off the models constrained tasks need;
 * for a sharing task, HOLE_WEIGHT x the value, at the packing LP's prices, of the room it wastes
@@ -25,6 +27,9 @@ from .packing import hole_values, item_prices
 from .shapes import MILLI, NodeView, Request, affinity_tag, place, share_options
 
 STRAND_WEIGHT = 2.0  # milli of FGD drop lost per milli-GPU newly stranded by CPU
+# A prior of fewer tasks says nothing of the CPU pressure: at the fill experiment's first
+# doublings (1..512 arrivals) every openb trace shows one above 1 on some seed by chance.
+PRESSURE_MIN_TASKS = 1024
 RESERVE_WEIGHT = 1000.0  # milli of FGD drop lost, per unit of model pressure, by free GPU tasks
 HOLE_WEIGHT = 15.0  # milli of FGD drop per milli of LP hole value a sharing task destroys
 
@@ -45,6 +50,19 @@ def cpu_per_gpu(tasks: Iterable[Request]) -> float | None:
             cpu += t.cpu
             milli += t.total_milli
     return cpu * MILLI / milli if milli else None
+
+
+def strand_cpg(tasks: list[Request], cluster_cpg: float | None) -> float | None:
+    """The CPU per GPU a free GPU needs: the GPU tasks' (cpu_per_gpu), or, once the prior holds
+    PRESSURE_MIN_TASKS tasks that ask more CPU per GPU than the cluster has (CPU pressure above
+    1), that of all tasks. Below that pressure the CPU-only tasks fit into the CPU the GPUs leave;
+    above it they take their share of every node's CPU left, the GPUs only the rest."""
+    cpg = cpu_per_gpu(tasks)
+    milli = sum(t.total_milli for t in tasks)
+    if cpg is None or not cluster_cpg or len(tasks) < PRESSURE_MIN_TASKS:
+        return cpg
+    all_cpg = sum(t.cpu for t in tasks) * MILLI / milli
+    return all_cpg if all_cpg > cluster_cpg else cpg
 
 
 def model_pressure(tasks: Iterable[Request], capacity: Mapping[str, int]) -> dict[str, float]:
@@ -94,16 +112,19 @@ class TesseraScorer:
         self.prices = dict(prices or {})  # empty (unbound, or no node list): no hole term
         self.holes = hole_values(self.prices) if self.prices else None
 
-    def for_workload(self, tasks: Iterable[Request],
-                     capacity: Mapping[str, int] | None = None) -> TesseraScorer:
+    def for_workload(self, tasks: Iterable[Request], capacity: Mapping[str, int] | None = None,
+                     cpu: int = 0) -> TesseraScorer:
         """A copy bound to the workload's CPU per GPU and, given the cluster's GPU milli per
-        model, each model's pressure and the LP prices of the request sizes. `tasks` is the
-        workload prior's list (prior.bind), never more than the prior allows."""
+        model, each model's pressure and the LP prices of the request sizes; given the cluster's
+        milli-cores too (`cpu`), its CPU pressure (strand_cpg). `tasks` is the workload prior's
+        list (prior.bind), never more than the prior allows."""
         tasks = list(tasks)
         if not capacity:
             return TesseraScorer(cpu_per_gpu(tasks))
-        return TesseraScorer(cpu_per_gpu(tasks), model_pressure(tasks, capacity),
-                             _cached_prices(tasks, sum(capacity.values()) // MILLI))
+        gpu_milli = sum(capacity.values())
+        cluster_cpg = cpu * MILLI / gpu_milli if cpu and gpu_milli else None
+        return TesseraScorer(strand_cpg(tasks, cluster_cpg), model_pressure(tasks, capacity),
+                             _cached_prices(tasks, gpu_milli // MILLI))
 
     def _drop(self, node: NodeView, after: NodeView, task: Request, fm: FragModel,
               before: float) -> float:

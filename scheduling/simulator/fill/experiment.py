@@ -30,7 +30,7 @@ class RunResult:
 
 
 def gpu_capacity(nodes: list[NodeSpec]) -> dict[str, int]:
-    """The cluster's GPU milli per model: what a policy may know of the cluster."""
+    """The cluster's GPU milli per model: what a policy may know of the cluster, with its CPU."""
     capacity: dict[str, int] = {}
     for n in nodes:
         capacity[n.model] = capacity.get(n.model, 0) + MILLI * n.num_gpu
@@ -41,7 +41,7 @@ def simulate(nodes: list[NodeSpec], trace: list[TraceTask], policy_name: str, se
              prior: str = "online") -> tuple[list[Request], FillResult]:
     """One run: the arrival sequence and what the policy made of it."""
     policy_prior, workload = prior_for(prior, REGISTRY.get(policy_name), trace,
-                                       gpu_capacity(nodes))
+                                       gpu_capacity(nodes), sum(n.cpu for n in nodes))
     fm = FragModel.from_tasks(t.task for t in workload)  # the paper's measure, for the metrics
     rng = random.Random(seed)  # one stream for the shuffle, copies, node order and ties
     seq = arrival_sequence(workload, MILLI * sum(n.num_gpu for n in nodes), rng)

@@ -12,7 +12,7 @@ decides whether a result is one an online scheduler could reach (issue 12):
 * oracle: the whole trace's task list, as the FGD artifact does; it reproduces the paper, but the
   list holds every task that will arrive.
 
-The learned values still scale the mix to the cluster's capacity (pressure and LP prices ask
+The learned values still scale the mix to the cluster's capacity (and its CPU) (pressure and LP prices ask
 what packing the cluster full with this mix would cost): the policy assumes demand fills the
 cluster, which is the experiment's premise, not knowledge of when or what arrives.
 """
@@ -52,17 +52,17 @@ class FixedPrior:
 class OnlinePrior:
     """Learned from the arrived tasks only; the loop hands them over one by one, after each."""
 
-    def __init__(self, policy: Scorer, capacity: Mapping[str, int] | None):
-        self.policy, self.capacity = policy, capacity
+    def __init__(self, policy: Scorer, capacity: Mapping[str, int] | None, cpu: int = 0):
+        self.policy, self.capacity, self.cpu = policy, capacity, cpu
         self.arrived: list[Request] = []
-        self.binding = bind(policy, [], capacity)
+        self.binding = bind(policy, [], capacity, cpu)
 
     def observe(self, task: Request) -> bool:
         self.arrived.append(task)
         n = len(self.arrived)
         if n & (n - 1) and n % REFRESH_EVERY:  # neither a power of two nor a multiple
             return False
-        self.binding = bind(self.policy, self.arrived, self.capacity)
+        self.binding = bind(self.policy, self.arrived, self.capacity, self.cpu)
         return True
 
 
@@ -77,15 +77,16 @@ def split_by_creation(trace: Sequence[TraceTask]) -> tuple[list[TraceTask], list
 
 
 def prior_for(kind: str, policy: Scorer, trace: Sequence[TraceTask],
-              capacity: Mapping[str, int] | None) -> tuple[Prior, list[TraceTask]]:
-    """The policy's prior of this kind and the tasks the experiment then runs on."""
+              capacity: Mapping[str, int] | None, cpu: int = 0) -> tuple[Prior, list[TraceTask]]:
+    """The policy's prior of this kind and the tasks the experiment then runs on; capacity is
+    the cluster's GPU milli per model, cpu its milli-cores."""
     if kind == "past-half":
         earlier, later = split_by_creation(trace)
-        return FixedPrior(bind(policy, (t.task for t in earlier), capacity)), later
+        return FixedPrior(bind(policy, (t.task for t in earlier), capacity, cpu)), later
     if kind == "oracle":
-        return FixedPrior(bind(policy, (t.task for t in trace), capacity)), list(trace)
+        return FixedPrior(bind(policy, (t.task for t in trace), capacity, cpu)), list(trace)
     if kind != "online":
         raise ValueError(f"unknown prior {kind!r}; known: {', '.join(PRIORS)}")
     if not policy.uses_prior:
-        return FixedPrior(bind(policy, [], capacity)), list(trace)
-    return OnlinePrior(policy, capacity), list(trace)
+        return FixedPrior(bind(policy, [], capacity, cpu)), list(trace)
+    return OnlinePrior(policy, capacity, cpu), list(trace)
