@@ -77,6 +77,9 @@ class Session:
         # (decayed use over capacity, share, capacity) per team (actions.common.fair_ratio)
         self.fair_basis: tuple[dict[str, float], dict[str, float], float] | None = None
         self.no_fit: dict[RequestShape, int] = {}  # request shape -> `releases` when it found no place
+        # ("mig" or "share", model, tier, what the search reads of the job) -> `releases` when it
+        # found no MIG slot or share (placement.slices)
+        self.no_slot: dict[tuple[object, ...], int] = {}
         self.shapes: dict[str, RequestShape] = {}  # per job (actions.common.request_shape)
         self.shape_ids: dict[tuple[object, ...], RequestShape] = {}  # per distinct request (the same)
         self._waiting: tuple[int, int, list[Job]] | None = None  # (occupancy, placed, waiting jobs)

@@ -1,8 +1,9 @@
 """The steady cycle's shortcuts (bench/engine_cycle.py, README "Engine cycle at scale") give the
 answers of the plain computations they replace, on the bench's own cluster over a sequence of
-cycles: the release curve, the free units per model, the reservation candidates and the earliest
-GPUs, the per-job caches, the caches kept between cycles (MIG layout checks), the running members
-loaded inline, the job order's skipped heap entries and PendingInfo made without its __init__."""
+cycles: the release curve, the free units per model, the reservation candidates, the earliest
+GPUs and a gang's sweep, the per-job caches, the no-slot memory, the caches kept between cycles
+(MIG layout checks), the running members loaded inline, the job order's skipped heap entries and
+PendingInfo made without its __init__."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from scheduling.engine.actions.common import min_units
 from scheduling.engine.actions.repartition import _free_and_idle_mig
 from scheduling.engine.mig import canonical_model
 from scheduling.engine.placement import allowed_models, as_whole
+from scheduling.engine.placement.slices import find_slice
 from scheduling.engine.plan import PendingInfo, pending_info
 from scheduling.engine.policies import get_policy
 from scheduling.engine.reasons import WaitingReason
@@ -28,6 +30,8 @@ from scheduling.engine.session import Session
 from scheduling.engine.state import Member, NodeState
 from scheduling.engine.supply import gpu_free_units, model_supply, release_curve
 from scheduling.engine.tiers import tier_order
+from scheduling.engine.types import Allocation
+from tests.engine import builders
 
 
 def _cycles(nodes: int = 48, seed: int = 3) -> list:
@@ -313,3 +317,72 @@ def test_repartitions_free_and_idle_mig_gpus_per_node_match_the_properties(cycle
                 plain = (node, sum(1 for g in node.gpus if g.whole_free),
                          [g for g in node.gpus if g.mig_enabled and g.idle])
                 assert _free_and_idle_mig(node) == plain
+
+
+def _plain_sweep(session, job, names, times):
+    """The earliest time these nodes host every member, walking every GPU's free time in order."""
+    count, members, placed = job.gpus or 1, job.gang_size, 0
+    freed = dict.fromkeys(names, 0)
+    host = {n: reserve._host_members(session.nodes[n], job, members) for n in names}
+    for at, name in sorted((at, n) for n in names for at, _, _ in times[n]):
+        before = min(freed[name] // count, host[name])
+        freed[name] += 1
+        placed += min(freed[name] // count, host[name]) - before
+        if placed >= members:
+            return at
+    return None
+
+
+def test_a_gangs_reservation_sweep_matches_walking_every_gpu(cycles):
+    checked = 0
+    for snapshot in cycles:
+        session = _session(snapshot)
+        for job in session.waiting():
+            if not as_whole(session, job):
+                continue
+            gang = replace(job, gang_size=3)  # the bench's gangs are few: make some of every size
+            times = reserve._candidates(session, gang, set())
+            names = sorted(times)
+            for group in (names, names[::2], names[:5]):
+                assert reserve._sweep(session, gang, group, times) == _plain_sweep(session, gang, group, times)
+                checked += 1
+    assert checked > 100
+
+
+class _Forgetful(dict):
+    """A no-slot memory that remembers nothing: every search runs in full."""
+
+    def __setitem__(self, key, value):
+        pass
+
+
+@pytest.mark.parametrize("policy", ["tessera", "kueue-mig", "volcano", "k8s-default"])
+def test_plans_are_the_same_without_the_no_slot_memory(cycles, policy, monkeypatch):
+    """placement.slices remembers a (tier, model) search that found no MIG slot or share until
+    capacity comes back (session.releases); without that memory every plan is the same."""
+    remembered = [_without_timings(schedule(snapshot, policy)) for snapshot in cycles]
+    real_init = Session.__init__
+
+    def forgetful_init(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        self.no_slot = _Forgetful()
+
+    monkeypatch.setattr(Session, "__init__", forgetful_init)
+    assert [_without_timings(schedule(snapshot, policy)) for snapshot in cycles] == remembered
+
+
+def test_a_search_that_found_no_slot_runs_again_once_capacity_comes_back():
+    # One H100 in MIG mode, its seven 1g.10gb instances all serving: no slot for a 9 GB job,
+    # and none bigger. Once one instance's server stops, the same search finds that instance.
+    servers = [builders.running(builders.inference(f"srv-{s}", mem=9.0), "n1", allocations=(
+        Allocation(gpu_index=0, milli=143, memory_gb=10.0, mig_profile="1g.10gb", mig_start=s),))
+        for s in range(7)]
+    layout = {0: [("1g.10gb", s, f"srv-{s}") for s in range(7)]}
+    session = _session(builders.snap([builders.node("n1", gpus=1, layouts=layout)], [], servers))
+    job = builders.inference("new", mem=9.0)
+    models = allowed_models(session, job)
+    assert find_slice(session, job, models) is None
+    assert find_slice(session, job, models) is None  # answered from the no-slot memory
+    session.release(session.members["srv-3"][0])
+    node_state, allocation = find_slice(session, job, models)
+    assert (node_state.name, allocation.mig_profile, allocation.mig_start) == ("n1", "1g.10gb", 3)
