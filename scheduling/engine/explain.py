@@ -164,11 +164,11 @@ def _whole_reason(session: Session, job: Job, models: Models) -> Reason:
     names = "/".join(models)
     if members > 1 and total > session.max_gpus_per_node and session.features.gang:
         allowed = tier_order(job, session.features.tiers)
-        usable = banned = 0
+        free_nodes = {True: 0, False: 0}  # fully free nodes on tiers it may use, and on the others
         for (m, tier), buckets in session.whole.items():
             if m in models:
-                free_nodes = len(buckets.get(session.max_gpus_per_node, {}))
-                usable, banned = (usable + free_nodes, banned) if tier in allowed else (usable, banned + free_nodes)
+                free_nodes[tier in allowed] += len(buckets.get(session.max_gpus_per_node, {}))
+        usable, banned = free_nodes[True], free_nodes[False]
         if usable < members <= usable + banned:
             return (WaitingReason.TIER, f"{why_not_spot(job)}; {banned} of the {usable + banned} fully free "
                     f"nodes are spot")

@@ -23,11 +23,10 @@ from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from ..nominations import nominate as hold_for
-from ..placement import allowed_models, as_whole, place_job
+from ..placement import allowed_models, as_whole
 from ..placement.slices import some_replica_holds
 from ..plan import Preempt
 from ..reasons import PreemptReason, WaitingReason
-from ..statement import Statement
 from .common import fair_ratio, min_units, ordered, refused, request_shape, within_guarantee
 from .gang_victims import Cost, fits_now, freeable_gpus, gang_nodes, gang_victims, per_node_gpus, shortest_prefix
 
@@ -348,13 +347,10 @@ def fits_within_limit(session: Session, job: Job) -> bool:
     stops it for a place of its size where one can be freed, not for a whole GPU its limit
     takes only by the excess (common.refuses_only_the_excess): serving-heavy, tuning seed 103,
     a training job stopped for a 1.7 GB replica left `search` no room for the next one."""
+    if not session.features.quota:
+        return fits_now(session, job)
     used = session.usage.get(job.team, 0.0)  # before the probe counts its own place
-    probe = Statement(session)
-    try:
-        return place_job(session, job, probe) and (
-            not session.features.quota or refused(session, job, probe.units, used, fair=False) is None)
-    finally:
-        probe.discard()
+    return fits_now(session, job, lambda probe: refused(session, job, probe.units, used, fair=False) is None)
 
 
 # What a job waits for once its victims are asked to stop, by the Preempt's reason.

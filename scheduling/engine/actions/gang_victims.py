@@ -121,11 +121,12 @@ def shortest_prefix(session: Session, ordered_victims: list[str], has_room: Call
         stmt.discard()
 
 
-def fits_now(session: Session, job: Job) -> bool:
-    """Whether `job` would fit as the session stands (a probe placement, undone)."""
+def fits_now(session: Session, job: Job, keep: Callable[[Statement], bool] | None = None) -> bool:
+    """Whether `job` would fit as the session stands (a probe placement, undone); with `keep`,
+    only in a place the probe passes to it."""
     probe = Statement(session)
     try:
-        return place_job(session, job, probe)
+        return place_job(session, job, probe) and (keep is None or keep(probe))
     finally:
         probe.discard()
 

@@ -12,8 +12,8 @@ decides whether a result is one an online scheduler could reach (issue 12):
 * oracle: the whole trace's task list, as the FGD artifact does; it reproduces the paper, but the
   list holds every task that will arrive.
 
-The learned values still scale the mix to the cluster's capacity (and its CPU) (pressure and LP prices ask
-what packing the cluster full with this mix would cost): the policy assumes demand fills the
+The learned values still scale the mix to the cluster's capacity, GPUs and CPU (pressure and LP
+prices ask what packing the cluster full with this mix would cost): the policy assumes demand fills the
 cluster, which is the experiment's premise, not knowledge of when or what arrives.
 """
 
