@@ -206,12 +206,14 @@ def _from_reason(session: Session, job: Job, code: WaitingReason, whole_mode_onl
 
 
 def _free_nodes(session: Session, job: Job) -> int:
-    """Nodes the job may use with room for one of its members now."""
+    """Nodes the job may use with room for one of its members now, of the one GPU model that has
+    the most: a gang group is of one model (placement/whole.py), so free nodes of two models
+    (one leaf's H100 and A100 nodes) are no group whatever the switches, and their idle GPUs are
+    nothing-fits, not topology."""
     per, tiers = job.gpus or 1, tier_order(job, session.features.tiers)
-    return sum(
-        len(nodes)
-        for (model, tier), levels in session.whole.items()
-        if model in allowed_models(session, job) and tier in tiers
-        for level, nodes in levels.items()
-        if level >= per
-    )
+    by_model: dict[str, int] = {}
+    for (model, tier), levels in session.whole.items():
+        if model in allowed_models(session, job) and tier in tiers:
+            free = sum(len(nodes) for level, nodes in levels.items() if level >= per)
+            by_model[model] = by_model.get(model, 0) + free
+    return max(by_model.values(), default=0)

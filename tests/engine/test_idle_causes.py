@@ -109,3 +109,14 @@ def test_a_sharing_node_whose_replicas_refuse_the_slice_job_is_no_sharing():
     assert plan.pending["infer"].reason == "no-slice"
     assert {idle[("n1", i)] for i in range(8)} == {"no-sharing"}
     assert {idle[("n2", i)] for i in range(4, 8)} == {"mig-layout"}
+
+
+def test_free_nodes_of_two_models_are_not_topology():
+    # A gang group is one GPU model (placement/whole.py): one free H100 node and one free A100
+    # node under the same leaf cannot take a 2 x 8 gang, so their GPUs are not idle for topology.
+    nodes = [node("h1"), node("a1", model="A100-80GB")]
+    gang = job("gang", gpus=8, gang_size=2, checkpoint_interval_s=1800.0)
+    plan, idle = causes(snap(nodes, [gang]))
+    assert plan.pending["gang"].reason == "no-gang-group"
+    assert set(idle.values()) == {"nothing-fits"}
+
