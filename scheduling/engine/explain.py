@@ -164,16 +164,21 @@ def _whole_reason(session: Session, job: Job, models: Models) -> Reason:
     names = "/".join(models)
     if members > 1 and total > session.max_gpus_per_node and session.features.gang:
         allowed = tier_order(job, session.features.tiers)
-        free_nodes = {True: 0, False: 0}  # fully free nodes on tiers it may use, and on the others
+        # A gang group is of one GPU model (placement/whole.py): fully free nodes per model, on
+        # tiers it may use and on the others; one free node of each of two models is no group.
+        free: dict[str, dict[bool, int]] = {}
         for (m, tier), buckets in session.whole.items():
             if m in models:
-                free_nodes[tier in allowed] += len(buckets.get(session.max_gpus_per_node, {}))
-        usable, banned = free_nodes[True], free_nodes[False]
-        if usable < members <= usable + banned:
-            return (WaitingReason.TIER, f"{why_not_spot(job)}; {banned} of the {usable + banned} fully free "
-                    f"nodes are spot")
-        return (WaitingReason.NO_GANG_GROUP, f"needs {members} × {gpu_count(count, names)} on nodes under one "
-                f"leaf switch; {usable} fully free nodes now")
+                per_model = free.setdefault(m, {True: 0, False: 0})
+                per_model[tier in allowed] += len(buckets.get(session.max_gpus_per_node, {}))
+        counts = [(f[True], f[False]) for f in free.values()] or [(0, 0)]
+        for usable, banned in counts:
+            if usable < members <= usable + banned:
+                return (WaitingReason.TIER, f"{why_not_spot(job)}; {banned} of the {usable + banned} fully "
+                        "free nodes are spot")
+        of_one = " of one model" if len(models) > 1 else ""
+        return (WaitingReason.NO_GANG_GROUP, f"needs {members} × {gpu_count(count, names)} on nodes{of_one} "
+                f"under one leaf switch; {max(u for u, _ in counts)} fully free nodes{of_one} now")
     if best >= total:
         return (WaitingReason.HOST_RESOURCES, f"needs {job.cpu_cores:g} CPU cores and {job.memory_gb:g} GB "
                 f"RAM beside its GPUs; no node with {gpu_count(total, free=True)} has that much left")

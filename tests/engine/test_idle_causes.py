@@ -118,5 +118,6 @@ def test_free_nodes_of_two_models_are_not_topology():
     gang = job("gang", gpus=8, gang_size=2, checkpoint_interval_s=1800.0)
     plan, idle = causes(snap(nodes, [gang]))
     assert plan.pending["gang"].reason == "no-gang-group"
+    assert "1 fully free nodes of one model now" in plan.pending["gang"].message
     assert set(idle.values()) == {"nothing-fits"}
 
