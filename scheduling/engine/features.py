@@ -52,6 +52,10 @@ class Features:
     memory_aware: bool = False   # a job only goes where its memory need fits
     production_shares: bool = True  # production inference with no free slice shares a whole-mode
     #                                 GPU rather than taking a whole one (needs gang and sharing)
+    slice_or_whole: bool = False  # a sub-GPU job not production that finds no slice while every GPU
+    #                               in MIG mode of its models is full takes what production inference
+    #                               takes (a share, else a whole GPU), on a node already running work,
+    #                               rather than wait for a GPU to be carved (placement/__init__.py)
     packing: Packing = "spread"  # "binpack" (fullest first) or "spread" (least allocated)
     placement_scorer: PlacementScorer = "order"  # see PlacementScorer above
     score_ties: ScoreTies = "index"  # see ScoreTies above

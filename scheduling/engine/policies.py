@@ -49,7 +49,7 @@ TESSERA = register(Policy(
     features=Features(gang=True, quota=True, fairshare=True, fair_history=True, team_order=True,
                       reserve=True, topology=True, tiers=True, mig=True, sharing=True, memory_aware=True,
                       packing="binpack", victim_order="lost-work", production_wins=True,
-                      patient_stop_s=3600.0),
+                      patient_stop_s=3600.0, slice_or_whole=True),
 ))
 
 # tessera plus consolidation (actions/consolidate.py): moves checkpointing jobs into gaps so a

@@ -2,6 +2,7 @@
 free capacity, by the highest-priority waiting job that could use it."""
 
 from scheduling.engine import schedule
+from scheduling.engine.policies import get_policy
 from tests.engine.builders import NOW, inference, job, node, running, snap
 
 
@@ -104,8 +105,11 @@ def test_a_sharing_node_whose_replicas_refuse_the_slice_job_is_no_sharing():
     # for it and a sharing node is never carved into MIG slices, so its idle GPUs wait for no
     # MIG layout; n2's whole, MIG-capable GPUs beside training that a stop would set back could
     # be carved once n2 stops losing nothing: those are the MIG layout's.
+    # (Without slice_or_whole: with it, the job takes a whole GPU of n2 beside the training,
+    # test_slice_or_whole.py.)
     nodes = [node("n1", sharing="mps", replicas=4), node("n2")]
-    plan, idle = causes(snap(nodes, [inference("infer", 30.0, cls="interactive")], busy("n2", range(4))))
+    waits = get_policy("tessera").with_features(slice_or_whole=False)
+    plan, idle = causes(snap(nodes, [inference("infer", 30.0, cls="interactive")], busy("n2", range(4))), waits)
     assert plan.pending["infer"].reason == "no-slice"
     assert {idle[("n1", i)] for i in range(8)} == {"no-sharing"}
     assert {idle[("n2", i)] for i in range(4, 8)} == {"mig-layout"}

@@ -6,6 +6,7 @@ of its size where it can, a whole GPU only where it cannot; and a slice carved f
 never stops it (mig-manager stops every GPU pod of the node)."""
 
 from scheduling.engine import Allocation, schedule
+from scheduling.engine.policies import get_policy
 from tests.engine.builders import NOW, binds_by_job, inference, job, node, running, snap
 
 MPS = node("s", gpus=1, sharing="mps", replicas=4)
@@ -71,6 +72,8 @@ def test_preemption_frees_a_whole_gpu_when_no_place_within_the_limit_can_be_free
 
 
 def test_a_slice_for_a_notebook_stops_no_production_on_the_node():
+    # (Without slice_or_whole, which gives the notebook the node's idle whole GPU instead.)
+    waits = get_policy("tessera").with_features(slice_or_whole=False)
     notebook = inference("nb-2", 9.7, team="ml", cls="interactive")
     beside_production = snap(
         [node("m", gpus=2)],
@@ -78,11 +81,11 @@ def test_a_slice_for_a_notebook_stops_no_production_on_the_node():
         [running(inference("web-1", 30.0), "m", [1])],
         queues=[("ml", 8.0), ("web", 8.0)],
     )
-    assert schedule(beside_production).repartitions == ()
+    assert schedule(beside_production, waits).repartitions == ()
     beside_a_notebook = snap(
         [node("m", gpus=2)],
         [notebook],
         [running(inference("nb-1", 30.0, team="ml", cls="interactive"), "m", [1])],
         queues=[("ml", 8.0)],
     )
-    assert [(r.node, r.gpu_index) for r in schedule(beside_a_notebook).repartitions] == [("m", 0)]
+    assert [(r.node, r.gpu_index) for r in schedule(beside_a_notebook, waits).repartitions] == [("m", 0)]

@@ -49,7 +49,8 @@ def test_without_the_option_it_takes_a_whole_gpu():
     assert allocation(plan, "web-1").milli == 1000
 
 
-def test_non_production_sub_gpu_work_waits_for_a_slice_rather_than_sharing():
+def test_without_slice_or_whole_non_production_sub_gpu_work_waits_for_a_slice():
+    policy = get_policy("tessera").with_features(slice_or_whole=False)
     plan = schedule(snap([FULL_MIG], [inference("nb-1", 9.7, cls="interactive", team="ml")],
-                         queues=[("ml", 8)]))
+                         queues=[("ml", 8)]), policy)
     assert "nb-1" not in binds_by_job(plan)

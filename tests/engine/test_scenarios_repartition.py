@@ -5,7 +5,12 @@ from dataclasses import replace
 import pytest
 
 from scheduling.engine import Repartition, schedule
+from scheduling.engine.policies import get_policy
 from tests.engine.builders import NOW, inference, job, node, running, snap
+
+# A notebook beside running training takes an idle whole GPU there rather than wait for a carved
+# slice (slice_or_whole, test_slice_or_whole.py); these scenarios are about carving, without it.
+CARVES = get_policy("tessera").with_features(slice_or_whole=False)
 
 
 def test_an_idle_whole_gpu_is_turned_to_mig_for_waiting_inference():
@@ -13,7 +18,7 @@ def test_an_idle_whole_gpu_is_turned_to_mig_for_waiting_inference():
     # the node) loses nothing, so the fullest node is carved.
     busy = [running(job(f"t{i}", last_checkpoint_at=NOW), "n1", [i]) for i in range(6)]
     plan = schedule(snap([node("n1"), node("n2")], [inference("i", 15, cls="interactive")],
-                         busy))
+                         busy), CARVES)
     assert plan.repartitions == (Repartition(node="n1", gpu_index=6, mig_enabled=True, layout=(("1g.20gb", 6),)),)
     assert plan.binds == ()
     assert plan.pending["i"].reason == "repartition-pending"
@@ -24,14 +29,14 @@ def test_no_layout_change_on_a_node_whose_training_would_lose_work():
     # run an hour since its last checkpoint (here: none) would lose that hour on 6 GPUs. The
     # slice is carved on the empty node instead, and with no other node, nowhere.
     busy = [running(job(f"t{i}"), "n1", [i]) for i in range(6)]
-    plan = schedule(snap([node("n1"), node("n2")], [inference("i", 15, cls="interactive")], busy))
+    plan = schedule(snap([node("n1"), node("n2")], [inference("i", 15, cls="interactive")], busy), CARVES)
     assert [(r.node, r.mig_enabled) for r in plan.repartitions] == [("n2", True)]
-    alone = schedule(snap([node("n1")], [inference("i", 15, cls="interactive")], busy))
+    alone = schedule(snap([node("n1")], [inference("i", 15, cls="interactive")], busy), CARVES)
     assert alone.repartitions == ()
     # A service on the node loses nothing when stopped: it is carved (not above the job's class:
     # test_scenarios_burst_fallback.py).
     served = [running(inference(f"s{i}", 80, cls="interactive"), "n1", [i]) for i in range(6)]
-    plan = schedule(snap([node("n1")], [inference("i", 15, cls="interactive")], served))
+    plan = schedule(snap([node("n1")], [inference("i", 15, cls="interactive")], served), CARVES)
     assert [(r.node, r.gpu_index) for r in plan.repartitions] == [("n1", 6)]
 
 

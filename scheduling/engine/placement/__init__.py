@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..sharing import replica_key
-from ..state import NodeState
+from ..state import GpuState, NodeState
 from ..statement import Statement
 from ..types import Job
 from . import scored
@@ -38,10 +38,12 @@ def place_job(session: Session, job: Job, stmt: Statement) -> bool:
         return False
     if job.mig_profile:  # that instance or none: no share, no whole GPU in its place
         return session.features.mig and _place_slices(session, job, models, stmt)
+    keep_empty = False  # a whole GPU only on a node already running work
     if not as_whole(session, job):
         if _place_slices(session, job, models, stmt):
             return True
-        if not (job.production and session.features.gang):
+        keep_empty = not job.production
+        if not (session.features.gang and (job.production or _no_slice_soon(session, job, models))):
             return False
         # Production inference always gets resources: rather than wait for a repartition it
         # shares a whole-mode GPU (memory-bounded, as MPS would), else takes whole GPUs
@@ -59,6 +61,8 @@ def place_job(session: Session, job: Job, stmt: Statement) -> bool:
     placed_all = True
     for member in range(job.gang_size):
         node = _single_node(session, job, models, count, 1)
+        if keep_empty and node is not None and all(gpu.idle for gpu in node.gpus):
+            node = None  # a notebook breaking an empty node would keep whole-node jobs off it
         if node is None:
             placed_all = False
             if session.features.gang:
@@ -66,6 +70,32 @@ def place_job(session: Session, job: Job, stmt: Statement) -> bool:
             continue
         _allocate_on(stmt, job, node, member, 1)
     return placed_all
+
+
+def _no_slice_soon(session: Session, job: Job, models: Models) -> bool:
+    """A sub-GPU job not production may take a share or a whole GPU (slice_or_whole) when every
+    usable GPU in MIG mode of its models is full of busy slices: a slice for it would have to be
+    carved from a whole GPU, and mig-manager reshapes only a node whose stop loses no work, in
+    practice mostly an empty node, which whole-node training then loses (tuning split, issue 18:
+    net utilisation 0.627 -> 0.640, README). Where a MIG GPU has room it waits for its slice as
+    before. A full (model, tier) stays full within the cycle until capacity is given back
+    (session.releases) at the same reservation level: placing only fills MIG GPUs."""
+    if not session.features.slice_or_whole:
+        return False
+    for tier, model in search_order(session, job, models):
+        key = ("mig-full", model, tier, session.book.level_at)
+        if session.no_slot.get(key) == session.releases:
+            continue
+        for bucket in session.mig.get((model, tier), {}).values():
+            for gpu in bucket.values():
+                if gpu.usable and _busy_slices(gpu) < gpu.mig_geometry.compute_slices:
+                    return False
+        session.no_slot[key] = session.releases
+    return True
+
+
+def _busy_slices(gpu: GpuState) -> int:
+    return sum(inst[0].compute_slices for inst in gpu.instances.values() if inst[1] is not None)
 
 
 def _place_host_only(session: Session, job: Job, stmt: Statement) -> bool:
