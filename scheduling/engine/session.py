@@ -74,6 +74,8 @@ class Session:
         # fixed for the cycle, or keyed by `releases`).
         self.deserved: dict[str, float] | None = None  # fair share per team (actions.common)
         self.capacity: int | None = None  # healthy GPUs on ready nodes (actions.common)
+        # per team, units its running production replicas hold beyond their need (actions.common)
+        self.production_excess: dict[str, float] | None = None
         # (decayed use over capacity, share, capacity) per team (actions.common.fair_ratio)
         self.fair_basis: tuple[dict[str, float], dict[str, float], float] | None = None
         self.no_fit: dict[RequestShape, int] = {}  # request shape -> `releases` when it found no place

@@ -1,7 +1,8 @@
 """Production inference near its team's burst limit, with no slice or share free (serving-heavy,
 tuning seed 103: two replicas waited 5,010 s with 0.75 GPU left under `search`'s limit).
 
-Its need, not the whole GPU it falls back on, is what the limit admits; preemption frees a place
+Its need, not the whole GPU it falls back on, is what the limit admits, for the replicas
+running as for the one being placed; preemption frees a place
 of its size where it can, a whole GPU only where it cannot; and a slice carved for a lower class
 never stops it (mig-manager stops every GPU pod of the node)."""
 
@@ -32,12 +33,26 @@ def test_a_replica_whose_need_fits_takes_a_whole_gpu_over_the_limit_by_the_exces
     assert (bind.node, bind.allocations[0].gpu_index, bind.allocations[0].milli) == ("m", 0, 1000)
 
 
+def test_replicas_running_on_whole_gpus_count_their_need_against_the_limit():
+    # web-1 and web-2 each hold a whole GPU for want of a slice: 2 GPUs counted in full, over
+    # the limit of 1.5, but their need (a 1g.10gb slice each) leaves room for web-3's.
+    state = snap(
+        [node("m", gpus=3)],
+        [inference("web-3", 9.7)],
+        [running(inference("web-1", 9.7), "m", [0]), running(inference("web-2", 9.7), "m", [1])],
+        queues=[("web", 0.0, 1.5)],
+    )
+    [bind] = binds_by_job(schedule(state))["web-3"]
+    assert (bind.node, bind.allocations[0].gpu_index) == ("m", 2)
+
+
 def test_a_replica_whose_need_does_not_fit_waits_at_the_limit():
+    # web-1's need is a 3g.40gb slice (3/7), web-2's a 1g.10gb (1/7): 4/7 over the limit of 0.5.
     state = snap(
         [node("m", gpus=2)],
         [inference("web-2", 9.7)],
         [running(inference("web-1", 30.0), "m", [1])],
-        queues=[("web", 0.0, 1.1)],
+        queues=[("web", 0.0, 0.5)],
     )
     plan = schedule(state)
     assert "web-2" not in binds_by_job(plan)

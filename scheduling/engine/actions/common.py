@@ -184,6 +184,8 @@ def refused(session: Session, job: Job, units: float, used: float | None = None,
     if used is None:
         used = session.usage.get(job.team, 0.0)
     limit = q.burst_limit_gpus
+    if limit is not None and job.production:
+        used -= production_excess(session, job.team)
     if limit is not None and (units > limit + 1e-9 or used + units > limit + 1e-9):
         return WaitingReason.BURST_LIMIT
     # Worked out even when not asked for fairness: the shares are fixed at the first call of
@@ -226,6 +228,26 @@ def refuses_only_the_excess(session: Session, job: Job, units: float, used: floa
         return False
     least = min_units(session, job)
     return units > least + 1e-9 and refused(session, job, least, used, fair=False) is None
+
+
+def production_excess(session: Session, team: str) -> float:
+    """Units the team's running production replicas hold beyond their need: a sub-GPU replica
+    on a whole GPU, its fallback when no slice or share was free. Production's burst limit counts
+    what it asks for, as refuses_only_the_excess does for a replica being placed; counted in
+    full, replicas placed so earlier left `search` no room for the next one, which waited
+    8,975 s (serving-heavy, tuning seed 103, once notebooks stopped waiting for slices).
+    Worked out on first use in a cycle: replicas placed later in it count in full."""
+    excess = session.production_excess
+    if excess is None:
+        excess = session.production_excess = {}
+        for members in session.members.values():
+            for member in members:
+                job = member.job
+                if job is not None and job.production and job.fractional:
+                    extra = member.units - min_units(session, job)
+                    if extra > 1e-9:
+                        excess[member.team] = excess.get(member.team, 0.0) + extra
+    return excess.get(team, 0.0)
 
 
 def request_shape(session: Session, job: Job) -> RequestShape:
