@@ -88,7 +88,17 @@ def test_min_runtime_protects_a_just_started_job_even_though_it_would_lose_least
     jobs = [training("restarted", started=300), training("settled", started=3 * HOUR, checkpoint=900)]
     assert first_victim(jobs) == ["settled"]
     assert first_victim(jobs[:1]) == []  # nothing else to stop: the interactive job waits
-    assert TESSERA.features.min_runtime_s == 900.0
+    assert TESSERA.features.min_runtime_s == 3600.0
+
+
+def test_a_job_restarted_half_an_hour_ago_is_not_stopped_again():
+    # Under "lost-work" the job that restored its checkpoint 30 minutes ago loses least (its
+    # 1,800 s against 2,400 s) and was the next victim after 15 minutes' guard; tessera guards an
+    # hour, so "settled" goes, and with nothing else to stop the interactive job waits.
+    jobs = [training("restarted", started=1800), training("settled", started=3 * HOUR, checkpoint=2400)]
+    assert first_victim(jobs) == ["settled"]
+    assert first_victim(jobs[:1]) == []
+    assert first_victim(jobs, policy=TESSERA.with_features(min_runtime_s=900.0)) == ["restarted"]
 
 
 def test_min_runtime_is_configurable_per_policy():

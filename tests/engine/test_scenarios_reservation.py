@@ -82,7 +82,8 @@ def test_the_holder_starts_on_its_reservation_once_free():
 
 @pytest.mark.parametrize("name, cls, age, expected", [
     ("just restarted: safe from interactive", "interactive", 300, 0),
-    ("ran a while: interactive preempts", "interactive", 3600, 1),
+    ("restarted half an hour ago: still safe from interactive", "interactive", 1800, 0),
+    ("ran a while: interactive preempts", "interactive", 7200, 1),
     ("just restarted: production preempts anyway", "production", 300, 1),
 ])
 def test_min_runtime_before_preemption(name, cls, age, expected):
