@@ -60,7 +60,8 @@ def preempt(session: Session) -> None:
         if victim.team == job.team or member.borrowed or session.features.priority_preemption:
             return True
         # Without `wins`, serving-heavy's peak (serving teams far beyond their guarantees, no
-        # spot for production) left sub-GPU production waiting hours (p99 median 13,861 s; README).
+        # spot for production) left sub-GPU production waiting hours (p99 median 13,861 s;
+        # docs/experiments/issue-18-log.md).
         return job.production and (within or wins)
     _evict_for(session, eligible, PreemptReason.PREEMPT, need_guarantee=False)
 
@@ -147,7 +148,7 @@ def _waits_instead(session: Session, job: Job, victims: list[str]) -> bool:
     less than `patient_stop_s` stops no set losing more than `patient_max_lost_s` GPU-seconds of
     unsaved work (a job that never checkpoints loses all it ran); it is asked again each cycle,
     when the victims may have ended or saved, or cheaper ones appeared. Tuning split (issue 18,
-    README): 16 GPU-h within 1 h cut lost work 1,098 -> 948 GPU-h summed, 2 of 20 scenarios
+    docs/experiments/issue-18-log.md): 16 GPU-h within 1 h cut lost work 1,098 -> 948 GPU-h summed, 2 of 20 scenarios
     changed, both higher in net utilisation (`light` 105 0.465 -> 0.570); 8 GPU-h cut more lost
     work but stopped more jobs and lowered the worst scenario."""
     features = session.features

@@ -77,8 +77,8 @@ def _no_slice_soon(session: Session, job: Job, models: Models) -> bool:
     usable GPU in MIG mode of its models is full of busy slices: a slice for it would have to be
     carved from a whole GPU, and mig-manager reshapes only a node whose stop loses no work, in
     practice mostly an empty node, which whole-node training then loses (tuning split, issue 18:
-    net utilisation 0.627 -> 0.640, README). Where a MIG GPU has room it waits for its slice as
-    before. A full (model, tier) stays full within the cycle until capacity is given back
+    net utilisation 0.627 -> 0.640, docs/experiments/issue-18-log.md). Where a MIG GPU has room
+    it waits for its slice as before. A full (model, tier) stays full within the cycle until capacity is given back
     (session.releases) at the same reservation level: placing only fills MIG GPUs."""
     if not session.features.slice_or_whole:
         return False
