@@ -66,8 +66,7 @@ NODE_STATE = {"draining": IdleCause.NODE_DRAINING, "reconfiguring": IdleCause.MI
 def free_units(gpu: GpuState) -> float:
     """The part of a GPU no job holds (whole GPU 1, MIG free compute slices, a share's rest)."""
     if gpu.mig_enabled:
-        busy = sum(i[0].compute_slices for i in gpu.instances.values() if i[1] is not None)
-        return 1 - busy / gpu.mig_geometry.compute_slices
+        return 1 - gpu.busy_compute / gpu.mig_geometry.compute_slices
     return 0.0 if gpu.whole_job else 1 - gpu.milli_used / 1000
 
 

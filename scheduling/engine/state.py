@@ -111,6 +111,14 @@ class GpuState:
         return self.whole_job is None and not self.shares and not self.busy
 
     @property
+    def busy_compute(self) -> int:
+        """Compute slices of the MIG instances in use: all it has made (compute_used) when every
+        instance is in use, as on most MIG GPUs of a busy cluster, else a pass over them."""
+        if self.busy == len(self.instances):
+            return self.compute_used
+        return sum(inst[0].compute_slices for inst in self.instances.values() if inst[1] is not None)
+
+    @property
     def usable(self) -> bool:
         return self.healthy and not self.settling and self.node.ready and self.reserved is None
 

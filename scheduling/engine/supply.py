@@ -33,19 +33,15 @@ def gpu_free_units(gpu: GpuState) -> float:
     if not gpu.usable:
         return 0.0
     if gpu.mig_enabled:
-        busy = sum(i[0].compute_slices for i in gpu.instances.values() if i[1] is not None)
-        return (gpu.mig_geometry.compute_slices - busy) / gpu.mig_geometry.compute_slices
+        return (gpu.mig_geometry.compute_slices - gpu.busy_compute) / gpu.mig_geometry.compute_slices
     return 0.0 if gpu.whole_job else 1 - gpu.milli_used / 1000
 
 
 def _mig_free_units(gpu: GpuState) -> float:
-    """gpu_free_units of a usable MIG GPU, without a pass over its instances when all are in
-    use (`busy` counts them): their compute slices are then all it has made (compute_used).
-    Most MIG GPUs of a busy cluster are full, and every cycle asks for each."""
-    if gpu.busy != len(gpu.instances):
-        return gpu_free_units(gpu)
+    """gpu_free_units of a MIG GPU model_supply has found usable (busy_compute skips the pass
+    over its instances when all are in use, as on most MIG GPUs of a busy cluster)."""
     geometry = gpu.mig_geometry
-    return (geometry.compute_slices - gpu.compute_used) / geometry.compute_slices
+    return (geometry.compute_slices - gpu.busy_compute) / geometry.compute_slices
 
 
 def model_supply(session: Session) -> dict[str, ModelSupply]:

@@ -148,9 +148,9 @@ def _waits_instead(session: Session, job: Job, victims: list[str]) -> bool:
     less than `patient_stop_s` stops no set losing more than `patient_max_lost_s` GPU-seconds of
     unsaved work (a job that never checkpoints loses all it ran); it is asked again each cycle,
     when the victims may have ended or saved, or cheaper ones appeared. Tuning split (issue 18,
-    docs/experiments/issue-18-log.md): 16 GPU-h within 1 h cut lost work 1,098 -> 948 GPU-h summed, 2 of 20 scenarios
-    changed, both higher in net utilisation (`light` 105 0.465 -> 0.570); 8 GPU-h cut more lost
-    work but stopped more jobs and lowered the worst scenario."""
+    docs/experiments/issue-18-log.md): 16 GPU-h within 1 h cut lost work 1,098 -> 948 GPU-h
+    summed, 2 of 20 scenarios changed, both higher in net utilisation (`light` 105 0.465 ->
+    0.570); 8 GPU-h cut more lost work but stopped more jobs and lowered the worst scenario."""
     features = session.features
     return (features.patient_stop_s > 0 and not job.production
             and session.now - job.submitted_at < features.patient_stop_s

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..sharing import replica_key
-from ..state import GpuState, NodeState
+from ..state import NodeState
 from ..statement import Statement
 from ..types import Job
 from . import scored
@@ -78,8 +78,9 @@ def _no_slice_soon(session: Session, job: Job, models: Models) -> bool:
     carved from a whole GPU, and mig-manager reshapes only a node whose stop loses no work, in
     practice mostly an empty node, which whole-node training then loses (tuning split, issue 18:
     net utilisation 0.627 -> 0.640, docs/experiments/issue-18-log.md). Where a MIG GPU has room
-    it waits for its slice as before. A full (model, tier) stays full within the cycle until capacity is given back
-    (session.releases) at the same reservation level: placing only fills MIG GPUs."""
+    it waits for its slice as before. A full (model, tier) stays full within the cycle until
+    capacity is given back (session.releases) at the same reservation level: placing only fills
+    MIG GPUs."""
     if not session.features.slice_or_whole:
         return False
     for tier, model in search_order(session, job, models):
@@ -88,14 +89,10 @@ def _no_slice_soon(session: Session, job: Job, models: Models) -> bool:
             continue
         for bucket in session.mig.get((model, tier), {}).values():
             for gpu in bucket.values():
-                if gpu.usable and _busy_slices(gpu) < gpu.mig_geometry.compute_slices:
+                if gpu.usable and gpu.busy_compute < gpu.mig_geometry.compute_slices:
                     return False
         session.no_slot[key] = session.releases
     return True
-
-
-def _busy_slices(gpu: GpuState) -> int:
-    return sum(inst[0].compute_slices for inst in gpu.instances.values() if inst[1] is not None)
 
 
 def _place_host_only(session: Session, job: Job, stmt: Statement) -> bool:
