@@ -169,3 +169,14 @@ def test_an_mps_share_is_metered_as_its_replica(tmp_path):
     r = _run(tmp_path, rows, doc=doc)
     assert r["completed"] >= 1
     assert r["gpu_allocation"] == pytest.approx(0.25 * 1800 / HOUR, abs=1e-4)
+
+
+def test_jct_with_unfinished_counts_a_starved_job_at_its_age(tmp_path):
+    # An 8-GPU node: "a" (8 GPUs) runs [0, 1800]; "big" (8 GPUs, submitted at 0) waits behind it
+    # and runs from 1800 for 10 h, past the horizon (3600, the last submit). Completed-only p95
+    # sees "a" alone; counted at its age at the horizon, "big" is the tail.
+    rows = [job("a", duration=1800, gpus=8, mem=80), job("big", duration=10 * HOUR, gpus=8, mem=80, submit=1),
+            job("end", submit=HOUR, gpus=1, duration=60)]
+    r = _run(tmp_path, rows, policy="binpack")
+    assert r["jct_p95_s"]["training"] == 1800
+    assert r["jct_p95_with_unfinished_s"]["training"] == pytest.approx(HOUR - 1, abs=1)

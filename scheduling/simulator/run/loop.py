@@ -364,6 +364,8 @@ class Simulation:
                 self.meter.waits[job.spec.priority].append(now - job.queued_at)  # censored
             if job.first_start is None:
                 self.meter.queue_delays[job.spec.kind].append(now - job.spec.submit_s)  # censored
+            if job.state != DONE:
+                self.meter.unfinished_age[job.spec.kind].append(now - job.spec.submit_s)  # censored
             if job.spec.kind == "training":
                 weight = job.spec.gpus or job.spec.gpu_mem_gb / self.backend.min_gpu_memory
                 self.meter.counts["training_ideal_gpu_s"] += job.progress_at(now) * weight

@@ -21,6 +21,7 @@ ROWS = (  # (label, metric key, sub-key or None, format)
     ("wait_p95_s best-effort", "wait_p95_s", "best-effort", "{:.0f}"),
     ("jct_mean_s training", "jct_mean_s", "training", "{:.0f}"),
     ("jct_p95_s training", "jct_p95_s", "training", "{:.0f}"),
+    ("  ... unfinished at their age", "jct_p95_with_unfinished_s", "training", "{:.0f}"),
     ("jct_mean_s batch", "jct_mean_s", "batch", "{:.0f}"),
     ("queue_delay_p95_s inference", "queue_delay_p95_s", "inference", "{:.0f}"),
     ("queue_delay_p95_s training", "queue_delay_p95_s", "training", "{:.0f}"),

@@ -24,6 +24,7 @@ SUMMARY = (
     ("gpu_allocation", "gpu_allocation", None, True, "{:.3f}"),
     ("training_goodput (GPU-h/h)", "training_goodput", None, True, "{:.1f}"),
     ("jct_p95_s training", "jct_p95_s", "training", False, "{:,.0f}"),
+    ("  ... unfinished at their age", "jct_p95_with_unfinished_s", "training", False, "{:,.0f}"),
     ("production_wait_p99_s", "production_wait_p99_s", None, False, "{:,.0f}"),
     ("preemptions", "preemptions", None, False, "{:,.0f}"),
     ("lost_gpu_hours", "lost_gpu_hours", None, False, "{:,.1f}"),
