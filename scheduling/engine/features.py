@@ -68,9 +68,6 @@ class Features:
     mig_static: bool = False     # only the MIG instances that exist are used: none is created
     share_production_only: bool = False  # only production inference shares GPUs (HAMi/MPS for serving)
     victim_order: VictimOrder = "class"  # see VictimOrder above
-    guarantee_covers_unsaved: bool = False  # a job that never checkpoints, marked borrowed when it bound,
-    #                                         is reclaimed only where its team's guarantee, filled first by
-    #                                         the team's jobs that would lose the most, leaves it out (evict.py)
     nominate: bool = False       # the whole GPUs a preemptor will take are held for it against its
     #                              class and below until it binds (kube-scheduler's nominatedNodeName;
     #                              nominations.py). Baselines only: tessera's `reserve` does its own.

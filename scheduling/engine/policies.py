@@ -50,10 +50,6 @@ TESSERA = register(Policy(
                       reserve=True, topology=True, tiers=True, mig=True, sharing=True, memory_aware=True,
                       packing="binpack", victim_order="lost-work", production_wins=True,
                       patient_stop_s=3600.0, slice_or_whole=True,
-                      # Reclaim spares a job that never checkpoints while its team's guarantee covers
-                      # it (evict.py borrowed): tuning split, serving-heavy lost GPU-h summed 325 -> 105,
-                      # net utilisation median 0.595 -> 0.614.
-                      guarantee_covers_unsaved=True,
                       # An hour, not 15 minutes: under "lost-work" a job that just restarted from its
                       # checkpoint loses least, so it was the next victim again, paying its restore
                       # and its wait in the queue each time (issue 18: training JCT tail; tuning

@@ -70,7 +70,6 @@ class Session:
         self.releases = 0  # bumps whenever capacity is given back (see actions.common)
         self.occupancy = 0  # bumps whenever a member is added or removed
         self.runners: tuple[int, list[Member]] | None = None  # (occupancy, stoppable runners) (actions.evict)
-        self.beyond: tuple[int, set[str]] | None = None  # (occupancy, jobs beyond guarantees) (actions.evict)
         # Worked out once per cycle, on first use, by the module named (what each depends on is
         # fixed for the cycle, or keyed by `releases`).
         self.deserved: dict[str, float] | None = None  # fair share per team (actions.common)

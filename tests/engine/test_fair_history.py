@@ -147,12 +147,11 @@ def test_a_heavy_team_still_reclaims_its_guarantee():
 # --- reclaim ----------------------------------------------------------------------------------
 
 def _reclaim(hist):
-    """8 GPUs full: a and b each run 2 guaranteed and 2 borrowed (that checkpoint: tessera counts
-    a job that never does borrowed only beyond its team's guarantee); c wants 2 of its guarantee back."""
+    """8 GPUs full: a and b each run 2 guaranteed and 2 borrowed; c wants 2 of its guarantee back."""
     busy = [running(job("a-own", team="a", gpus=2), "n1", [0, 1]),
-            running(job("a-lent", team="a", gpus=2, checkpoint_interval_s=1800.0), "n1", [2, 3], borrowed=True),
+            running(job("a-lent", team="a", gpus=2), "n1", [2, 3], borrowed=True),
             running(job("b-own", team="b", gpus=2), "n1", [4, 5]),
-            running(job("b-lent", team="b", gpus=2, checkpoint_interval_s=1800.0), "n1", [6, 7], borrowed=True)]
+            running(job("b-lent", team="b", gpus=2), "n1", [6, 7], borrowed=True)]
     return schedule(snap([node("n1")], [job("c1", team="c", gpus=2)], busy,
                          queues=[("a", 2), ("b", 2), ("c", 4)], usage_history=hist))
 

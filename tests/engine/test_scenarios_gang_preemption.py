@@ -7,11 +7,9 @@ from tests.engine.builders import NOW, job, node, running, snap
 
 
 def full_node(name, prefix, team="ml", cls="best-effort", started=NOW - 3600, borrowed=False):
-    """Eight 1-GPU jobs filling node `name`. Borrowed ones checkpoint: tessera counts a job that
-    never does borrowed only beyond its team's guarantee (evict.beyond_guarantee)."""
-    interval = 1800.0 if borrowed else None
-    return [running(job(f"{prefix}{i}", team=team, cls=cls, checkpoint_interval_s=interval), name, [i],
-                    started=started, borrowed=borrowed) for i in range(8)]
+    """Eight 1-GPU jobs filling node `name`."""
+    return [running(job(f"{prefix}{i}", team=team, cls=cls), name, [i], started=started,
+                    borrowed=borrowed) for i in range(8)]
 
 
 GANG = job("gang", cls="interactive", gpus=8, gang_size=2)

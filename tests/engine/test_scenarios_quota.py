@@ -80,12 +80,11 @@ def test_free_room_goes_to_production_beyond_its_guarantee_before_guaranteed_tra
     assert [b.job_id for b in without.binds] == ["t1"]
 
 
-VICTIMS = [  # (job, started, borrowed); the borrowed one checkpoints, as tessera counts a job that
-    # never does borrowed only beyond its team's guarantee (evict.beyond_guarantee)
+VICTIMS = [  # (job, started, borrowed)
     (job("old-train", cls="training", checkpoint_interval_s=600, last_checkpoint_at=NOW - 100), NOW - 7200, False),
     (job("fresh-train", cls="training"), NOW - 300, False),
     (job("best", cls="best-effort"), NOW - 7200, False),
-    (job("borrowed", cls="interactive", checkpoint_interval_s=1800), NOW - 7200, True),
+    (job("borrowed", cls="interactive"), NOW - 7200, True),
 ]
 
 

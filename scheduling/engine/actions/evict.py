@@ -11,9 +11,7 @@ Borrowed victims still come first (victim_key). A job that (re)started less than
 `min_runtime_s` ago is stopped only for production. The preemptor is not placed in this cycle:
 it waits until the backend confirms the release. A gang that needs several nodes chooses victims
 over the k cheapest nodes together (gang_victims.py). With `patient_stop_s` (tessera) a job not
-production waits a while rather than stop victims that would lose much unsaved work. With
-`guarantee_covers_unsaved` (tessera) a job that never checkpoints is borrowed only while its team's
-guarantee does not cover it (beyond_guarantee).
+production waits a while rather than stop victims that would lose much unsaved work.
 """
 
 from __future__ import annotations
@@ -47,7 +45,7 @@ NODE_TRIES = 12
 def reclaim(session: Session) -> None:
     def eligible(member: Member, job: Job, _within: bool) -> bool:
         victim = member.known_job
-        return (borrowed(session, member) and victim.team != job.team and victim.preemptible
+        return (member.borrowed and victim.team != job.team and victim.preemptible
                 and (job.production or not victim.production))
     _evict_for(session, eligible, PreemptReason.RECLAIM, need_guarantee=True)
 
@@ -59,7 +57,7 @@ def preempt(session: Session) -> None:
         victim = member.known_job
         if not victim.preemptible or victim.priority >= job.priority:
             return False
-        if victim.team == job.team or borrowed(session, member) or session.features.priority_preemption:
+        if victim.team == job.team or member.borrowed or session.features.priority_preemption:
             return True
         # Without `wins`, serving-heavy's peak (serving teams far beyond their guarantees, no
         # spot for production) left sub-GPU production waiting hours (p99 median 13,861 s;
@@ -135,7 +133,7 @@ def _victim_sources(session: Session, borrowed_only: bool) -> dict[bool, tuple[l
     settled_classes: list[int] = []
     for member in stoppable_runners(session):
         job = member.job
-        if job is None or not job.preemptible or (borrowed_only and not borrowed(session, member)):
+        if job is None or not job.preemptible or (borrowed_only and not member.borrowed):
             continue  # (stoppable runners all have a job)
         runners.append(member)
         classes.append(job.priority)
@@ -229,47 +227,6 @@ def stoppable_runners(session: Session) -> list[Member]:
 _JOB_ID = attrgetter("job_id")
 
 
-def borrowed(session: Session, member: Member) -> bool:
-    """Whether the member's job counts as beyond its team's guarantee: as marked when it bound,
-    but with `guarantee_covers_unsaved` a job that never checkpoints only if beyond_guarantee
-    says so. The mark stays with whichever job bound last: serving-heavy, tuning seeds 101-105,
-    such jobs were reclaimed just past the one-hour guard, bound again as borrowed and were
-    reclaimed again (tuning seed 103: one 8-GPU job 4 times, 40 GPU-h), while their teams' jobs
-    that checkpoint, within the guarantee, would have lost minutes."""
-    if not member.borrowed or not session.features.guarantee_covers_unsaved:
-        return member.borrowed
-    job = member.known_job
-    if job.checkpoints or job.kind in SERVICE_KINDS:
-        return True
-    beyond = session.beyond
-    if beyond is None or beyond[0] != session.occupancy:
-        beyond = session.beyond = (session.occupancy, beyond_guarantee(session))
-    return member.job_id in beyond[1]
-
-
-def beyond_guarantee(session: Session) -> set[str]:
-    """The running jobs a team's guarantee does not cover when it covers, in turn, the team's
-    production, the jobs that may not be stopped, then those that would lose the most work if
-    stopped now (the earliest started first): the first that does not fit and all after it."""
-    by_team: dict[str, list[tuple[tuple[bool, bool, float, float], str, float]]] = defaultdict(list)
-    for members in session.members.values():
-        first, job = members[0], members[0].job
-        units = sum(m.units for m in members)
-        if job is None:  # an in-flight bind of a job no longer pending: nothing may stop it
-            by_team[first.team].append(((False, False, 0.0, first.started_at), first.job_id, units))
-        else:
-            cost = lost_work(session, first)
-            by_team[first.team].append(((not job.production, job.preemptible, -cost, first.started_at), job.id, units))
-    beyond: set[str] = set()
-    for team, jobs in by_team.items():
-        room = session.queue(team).guaranteed_gpus + 1e-9
-        for _, job_id, units in sorted(jobs):
-            room -= units
-            if room < 0:
-                beyond.add(job_id)
-    return beyond
-
-
 def undecided_waiting(session: Session) -> list[Job]:
     """Waiting jobs no earlier action has explained or found victims for."""
     return [j for j in session.waiting()
@@ -307,7 +264,7 @@ def victim_key(session: Session, member: Member) -> VictimKey:
     if key is None:
         job = member.known_job
         lost = lost_work(session, member)
-        quota = 0 if borrowed(session, member) else 1
+        quota = 0 if member.borrowed else 1
         if session.features.victim_order == "lost-work":
             key = (quota, lost, job.priority, session.now - member.started_at, job.id)
         else:
