@@ -45,6 +45,19 @@ def test_reclaim_stops_borrowed_work_for_a_guarantee_and_waits():
     assert plan.pending["a1"].reason == "waiting-for-preemption"
 
 
+def test_a_guarantee_is_reclaimed_even_from_a_long_job_without_checkpoints():
+    # DESIGN: a team's guaranteed quota is always available to it. Team a (guarantee 4) runs 8 GPUs:
+    # a 5-hour job that never checkpoints, marked borrowed when it bound, and a checkpointing one;
+    # team b, holding nothing, asks its 4. Sparing the unsaved job while the other keeps its
+    # within-guarantee mark left b waiting (reverted rule, issue 18 experiment log).
+    unsaved = job("unsaved", team="a", gpus=4)
+    saved = job("saved", team="a", gpus=4, checkpoint_interval_s=600.0, last_checkpoint_at=NOW - 60)
+    runs = [running(unsaved, "n1", range(4), started=NOW - 5 * 3600, borrowed=True),
+            running(saved, "n1", range(4, 8), started=NOW - 2 * 3600)]
+    plan = schedule(snap([node("n1")], [job("b1", team="b", gpus=4)], runs, queues=[("a", 4), ("b", 4)]))
+    assert [p.job_id for p in plan.preemptions] == ["unsaved"]
+
+
 def test_no_preemption_of_another_teams_within_quota_job_for_a_burst():
     within = [running(job(f"b{i}", team="b", cls="best-effort"), "n1", [i]) for i in range(8)]
     plan = schedule(snap([node("n1")], [job("a1", team="a", cls="interactive")], within,
