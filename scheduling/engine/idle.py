@@ -63,13 +63,6 @@ class Hole(NamedTuple):
 NODE_STATE = {"draining": IdleCause.NODE_DRAINING, "reconfiguring": IdleCause.MIG_RECONFIGURING}
 
 
-def free_units(gpu: GpuState) -> float:
-    """The part of a GPU no job holds (whole GPU 1, MIG free compute slices, a share's rest)."""
-    if gpu.mig_enabled:
-        return 1 - gpu.busy_compute / gpu.mig_geometry.compute_slices
-    return 0.0 if gpu.whole_job else 1 - gpu.milli_used / 1000
-
-
 def idle_causes(session: Session, pending: dict[str, PendingInfo]) -> dict[GpuKey, IdleCause]:
     """A cause for every GPU with free capacity, by the rule in the module docstring."""
     jobs = {j.id: j for j in session.snapshot.pending}
@@ -81,7 +74,7 @@ def idle_causes(session: Session, pending: dict[str, PendingInfo]) -> dict[GpuKe
     for node in session.nodes.values():
         empty = [g for g in node.gpus if g.idle and g.healthy and not g.settling and g.reserved is None]
         for gpu in node.gpus:
-            if free_units(gpu) <= 1e-9:
+            if gpu.free_units <= 1e-9:
                 continue
             cause = _held(session, node, gpu)
             if cause is None:
@@ -91,7 +84,7 @@ def idle_causes(session: Session, pending: dict[str, PendingInfo]) -> dict[GpuKe
                     len(empty),
                     sum(not g.mig_enabled for g in empty),
                     sum(g.mig_enabled and not g.idle for g in node.gpus),
-                    round(free_units(gpu), 4),
+                    round(gpu.free_units, 4),
                     _plugin(node, gpu),
                 )
                 key = (node.model, node.tier, hole)

@@ -119,6 +119,15 @@ class GpuState:
         return sum(inst[0].compute_slices for inst in self.instances.values() if inst[1] is not None)
 
     @property
+    def free_units(self) -> float:
+        """The part of the GPU no job holds, usable or not: in MIG mode its idle share of compute
+        slices, else 1 less a whole job or its shares' milli-GPUs."""
+        if self.mig_enabled:
+            geometry = self.mig_geometry
+            return (geometry.compute_slices - self.busy_compute) / geometry.compute_slices
+        return 0.0 if self.whole_job else 1 - self.milli_used / 1000
+
+    @property
     def usable(self) -> bool:
         return self.healthy and not self.settling and self.node.ready and self.reserved is None
 

@@ -28,20 +28,9 @@ class ModelSupply:
 
 
 def gpu_free_units(gpu: GpuState) -> float:
-    """Free units of one GPU (none when unusable): its idle share of compute slices in MIG mode,
-    else what no share or whole-GPU job holds. The plain sum model_supply inlines."""
-    if not gpu.usable:
-        return 0.0
-    if gpu.mig_enabled:
-        return (gpu.mig_geometry.compute_slices - gpu.busy_compute) / gpu.mig_geometry.compute_slices
-    return 0.0 if gpu.whole_job else 1 - gpu.milli_used / 1000
-
-
-def _mig_free_units(gpu: GpuState) -> float:
-    """gpu_free_units of a MIG GPU model_supply has found usable (busy_compute skips the pass
-    over its instances when all are in use, as on most MIG GPUs of a busy cluster)."""
-    geometry = gpu.mig_geometry
-    return (geometry.compute_slices - gpu.busy_compute) / geometry.compute_slices
+    """Free units of one GPU, none when unusable (GpuState.free_units). The plain sum
+    model_supply inlines."""
+    return gpu.free_units if gpu.usable else 0.0
 
 
 def model_supply(session: Session) -> dict[str, ModelSupply]:
@@ -57,7 +46,7 @@ def model_supply(session: Session) -> dict[str, ModelSupply]:
             # gpu_free_units inlined (an unusable GPU adds 0.0, which leaves the sum as it is)
             if gpu.healthy and not gpu.settling and ready and gpu.reserved is None:  # gpu.usable
                 if gpu.mig_enabled:
-                    free += _mig_free_units(gpu)
+                    free += gpu.free_units
                 elif gpu.shares:
                     free += 0.0 if gpu.whole_job else 1 - gpu.milli_used / 1000
                 elif gpu.whole_job is None:
