@@ -9,6 +9,7 @@ from tests.engine.builders import binds_by_job, job, node, running, snap
 
 # GPU 0 is in MIG mode and fully used; GPUs 1-3 are whole and idle.
 FULL_MIG = node("n", gpus=4, mig=(0,), layouts={0: [("7g.80gb", 0, "busy")]})
+ONLY_MIG = node("m", gpus=1, mig=(0,), layouts={0: [("7g.80gb", 0, "busy")]})  # a node of one full MIG GPU
 QUEUES = [("ml", 8), ("lab", 8)]
 
 
@@ -28,15 +29,13 @@ def test_a_notebook_takes_a_whole_gpu_beside_a_full_mig_gpu():
 
 
 def test_a_notebook_leaves_an_empty_node_to_whole_node_jobs():
-    only_mig = node("m", gpus=1, mig=(0,), layouts={0: [("7g.80gb", 0, "busy")]})
-    plan = schedule(snap([only_mig, node("e", gpus=4)], [notebook()], queues=QUEUES))
+    plan = schedule(snap([ONLY_MIG, node("e", gpus=4)], [notebook()], queues=QUEUES))
     assert "nb-1" not in binds_by_job(plan)
 
 
 def test_it_takes_the_gpu_of_a_node_already_running_training():
-    only_mig = node("m", gpus=1, mig=(0,), layouts={0: [("7g.80gb", 0, "busy")]})
     train = job("train", gpus=2)
-    plan = schedule(snap([only_mig, node("e", gpus=4), node("b", gpus=4)], [notebook()],
+    plan = schedule(snap([ONLY_MIG, node("e", gpus=4), node("b", gpus=4)], [notebook()],
                          running=[running(train, "b", (0, 1))], queues=QUEUES))
     assert bound(plan, "nb-1")[0] == "b"
 
